@@ -1,0 +1,174 @@
+"""Produce and fetch: the hot path. Bodies are parsed with orjson, responses
+are spliced bytes; pydantic is used for query parameters only."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Literal
+
+from fastapi import APIRouter, Query, Request, Response
+
+from app.api.deps import NodeDep
+from app.errors import ApiError
+from app.partition import PartitionGone, now_ms
+from app.records import parse_json_body, parse_ndjson_body, validate_records
+
+router = APIRouter(prefix="/v1/topics", tags=["records"])
+
+Acks = Literal["all", "leader", "none"]
+Isolation = Literal["committed", "uncommitted"]
+JSON = "application/json"
+
+
+def _content_kind(request: Request) -> str:
+    ctype = request.headers.get("content-type", JSON).split(";", 1)[0].strip().lower()
+    # curl -d sends form-urlencoded by default; treat it as JSON so a bare curl works.
+    if ctype in (JSON, "", "text/json", "application/x-www-form-urlencoded"):
+        return "json"
+    if ctype in ("application/x-ndjson", "application/ndjson", "application/jsonl"):
+        return "ndjson"
+    raise ApiError(
+        "UNSUPPORTED_MEDIA_TYPE",
+        f"content-type {ctype!r} not supported: use application/json or application/x-ndjson",
+    )
+
+
+async def _produce(
+    node: NodeDep, request: Request, topic: str, partition: int | None, acks: str, timeout_ms: int
+) -> Response:
+    started = time.perf_counter()
+    t = node.topic(topic)
+    if partition is not None and not 0 <= partition < len(t.partitions):
+        raise ApiError(
+            "PARTITION_NOT_FOUND",
+            f"topic {topic!r} has partitions 0..{len(t.partitions) - 1}, not {partition}",
+        )
+    kind = _content_kind(request)
+    body = await request.body()
+    raw = parse_json_body(body) if kind == "json" else parse_ndjson_body(body)
+    records = validate_records(raw, now_ms(), len(t.partitions))
+    if partition is not None:
+        for i, r in enumerate(records):
+            if r.partition is not None and r.partition != partition:
+                raise ApiError(
+                    "INVALID_REQUEST",
+                    f"records[{i}].partition {r.partition} conflicts with the URL's {partition}",
+                )
+    groups = node.route(t, records, partition)
+    replicas = {p: node.replica(topic, p) for p in groups}
+    if acks == "all":
+        for p, r in replicas.items():
+            if not r.leader.can_commit():
+                raise ApiError(
+                    "NOT_ENOUGH_REPLICAS",
+                    f"{topic}/{p} has {len(r.leader.isr)} in-sync replicas, "
+                    f"min_insync_replicas is {r.config.min_insync_replicas}; nothing was written",
+                )
+    offsets: list[tuple[int, int]] = [(0, 0)] * len(records)
+    lasts: list[tuple[int, int]] = []
+    for p, idxs in groups.items():
+        base, last = replicas[p].append([records[i] for i in idxs])
+        for k, i in enumerate(idxs):
+            offsets[i] = (p, base + k)
+        lasts.append((p, last))
+    node.metrics.records_produced.inc(len(records))
+    node.metrics.bytes_produced.inc(len(body))
+    if acks != "none" and node.settings.fsync_policy == "always":
+        await asyncio.to_thread(lambda: [replicas[p].log.flush() for p in groups])
+    if acks == "all":
+        deadline = time.monotonic() + timeout_ms / 1000
+        try:
+            for p, last in lasts:
+                if not await replicas[p].wait_committed(last, deadline - time.monotonic()):
+                    node.metrics.produce_requests.labels("timeout").inc()
+                    raise ApiError(
+                        "TIMEOUT",
+                        f"{topic}/{p} did not commit offset {last} within {timeout_ms} ms; "
+                        "the records were written and may still commit",
+                    )
+        except PartitionGone as e:
+            raise ApiError("NOT_LEADER", f"{e}; the records may or may not be committed") from None
+    node.metrics.produce_requests.labels("ok").inc()
+    node.metrics.produce_latency.observe(time.perf_counter() - started)
+    if acks == "none":
+        parts = b",".join(b'{"partition":%d,"offset":null}' % p for p, _ in offsets)
+    else:
+        parts = b",".join(b'{"partition":%d,"offset":%d}' % po for po in offsets)
+    return Response(b'{"offsets":[%b]}' % parts, media_type=JSON)
+
+
+@router.post("/{topic}/records", summary="Produce records (partition by key or spread)")
+async def produce(
+    topic: str,
+    request: Request,
+    node: NodeDep,
+    acks: Acks = "all",
+    timeout_ms: int = Query(5000, ge=0, le=300_000),
+) -> Response:
+    return await _produce(node, request, topic, None, acks, timeout_ms)
+
+
+@router.post("/{topic}/partitions/{partition}/records", summary="Produce to one partition")
+async def produce_partition(
+    topic: str,
+    partition: int,
+    request: Request,
+    node: NodeDep,
+    acks: Acks = "all",
+    timeout_ms: int = Query(5000, ge=0, le=300_000),
+) -> Response:
+    return await _produce(node, request, topic, partition, acks, timeout_ms)
+
+
+def resolve_offset(
+    replica_offset: str | None, timestamp: int | None, committed: bool, replica: object
+) -> int:
+    from app.partition import PartitionReplica
+
+    assert isinstance(replica, PartitionReplica)
+    if timestamp is not None:
+        if replica_offset is not None:
+            raise ApiError("INVALID_REQUEST", "give offset or timestamp, not both")
+        hit = replica.log.offset_for_timestamp(timestamp)
+        end = replica.visible_end(committed)
+        return end if hit is None else min(hit, end)
+    if replica_offset is None or replica_offset == "earliest":
+        return replica.log_start_offset
+    if replica_offset == "latest":
+        return replica.visible_end(committed)
+    try:
+        value = int(replica_offset)
+    except ValueError:
+        raise ApiError(
+            "INVALID_REQUEST", f"offset must be an integer, 'earliest' or 'latest', not {replica_offset!r}"
+        ) from None
+    if value < 0:
+        raise ApiError("INVALID_REQUEST", "offset must be >= 0")
+    return value
+
+
+@router.get("/{topic}/partitions/{partition}/records", summary="Fetch records by offset")
+async def fetch(
+    topic: str,
+    partition: int,
+    node: NodeDep,
+    offset: str | None = Query(None, description="integer, 'earliest' (default) or 'latest'"),
+    timestamp: int | None = Query(None, ge=0, description="first record at or after (ms)"),
+    max_records: int = Query(500, ge=1, le=100_000),
+    max_bytes: int = Query(1_048_576, ge=1),
+    max_wait_ms: int = Query(0, ge=0, le=300_000),
+    isolation: Isolation = "committed",
+) -> Response:
+    replica = node.replica(topic, partition)
+    committed = isolation == "committed"
+    start = resolve_offset(offset, timestamp, committed, replica)
+    try:
+        result = await replica.fetch(
+            start, max_records, min(max_bytes, node.settings.max_fetch_bytes), max_wait_ms, committed
+        )
+    except PartitionGone as e:
+        raise ApiError("NOT_LEADER", str(e)) from None
+    node.metrics.fetch_requests.inc()
+    node.metrics.records_fetched.inc(len(result.records))
+    return Response(result.to_json(), media_type=JSON)

@@ -1,0 +1,88 @@
+"""JSON views of topics, partitions and the cluster (API.md shapes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.node import Node
+from app.partition import now_ms
+from replication.controller.image import NO_LEADER, PartitionMeta, TopicMeta
+
+
+def partition_state(node: Node, meta: PartitionMeta) -> dict[str, Any]:
+    """PartitionState (API.md). Offsets come from the local replica when this node has one."""
+    replica = node.partitions.get((meta.topic, meta.partition))
+    hw = leo = lso = None
+    replica_states: list[dict[str, Any]] = []
+    lrs: list[int] = []
+    if replica is not None:
+        hw, leo, lso = replica.high_watermark, replica.log_end_offset, replica.log_start_offset
+        t = now_ms()
+        for b in meta.replicas:
+            if b == node.settings.node_id:
+                replica_states.append(
+                    {"broker": b, "log_end_offset": leo, "lag": 0, "last_fetch_ms": 0,
+                     "in_sync": b in meta.isr, "live": True}
+                )
+                lrs.append(b)
+            else:
+                prog = replica.leader.replicas.get(b)
+                last = prog.last_fetch_ms if prog else -1
+                rleo = prog.log_end_offset if prog else 0
+                replica_states.append(
+                    {"broker": b, "log_end_offset": rleo, "lag": max(0, leo - rleo),
+                     "last_fetch_ms": t - last if last >= 0 else None,
+                     "in_sync": b in meta.isr, "live": False}
+                )
+    status = meta.status if meta.leader != NO_LEADER else "offline"
+    return {
+        "topic": meta.topic,
+        "partition": meta.partition,
+        "leader": meta.leader if meta.leader != NO_LEADER else None,
+        "replicas": list(meta.replicas),
+        "isr": list(meta.isr),
+        "lrs": lrs,
+        "leader_epoch": meta.leader_epoch,
+        "partition_epoch": meta.partition_epoch,
+        "high_watermark": hw,
+        "log_end_offset": leo,
+        "log_start_offset": lso,
+        "status": status,
+        "under_replicated": len(meta.isr) < len(meta.replicas),
+        "last_election_unclean": meta.last_election_unclean,
+        "replica_states": replica_states,
+    }
+
+
+def topic_view(node: Node, t: TopicMeta, brief: bool = False) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "name": t.name,
+        "topic_id": t.topic_id,
+        "partitions": len(t.partitions) if brief else [partition_state(node, p) for p in t.partitions],
+        "replication_factor": t.replication_factor,
+        "config": t.config.to_dict(),
+    }
+    return d
+
+
+def cluster_view(node: Node) -> dict[str, Any]:
+    img = node.image
+    t = now_ms()
+    return {
+        "cluster_id": img.cluster_id,
+        "controller": {"node_id": node.settings.node_id, "raft_leader": None, "mode": "local"},
+        "metadata_version": img.version,
+        "brokers": [
+            {
+                "id": b.broker_id,
+                "url": b.url,
+                "zone": b.zone,
+                "broker_epoch": b.broker_epoch,
+                "status": "fenced" if b.fenced else "alive",
+                "clean": b.clean,
+                "last_heartbeat_ms": 0 if b.broker_id == node.settings.node_id else None,
+            }
+            for b in sorted(img.brokers.values(), key=lambda b: b.broker_id)
+        ],
+        "node": {"id": node.settings.node_id, "url": node.settings.url, "time_ms": t},
+    }

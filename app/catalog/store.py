@@ -1,0 +1,171 @@
+"""Catalog access: open (migrating to head), identity, checkpoints, events.
+
+Synchronous SQLAlchemy on purpose: calls are rare and small; the node runs
+the periodic ones in a worker thread so the event loop never waits on disk.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from sqlalchemy import create_engine, delete, event, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.catalog.models import (
+    MetadataRecordRow,
+    NodeIdentity,
+    PartitionCheckpoint,
+    PartitionEvent,
+)
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to Alembic head (idempotent)."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+class Catalog:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        connect_args: dict[str, Any] = {}
+        if url.startswith("sqlite"):
+            connect_args["check_same_thread"] = False
+        self.engine = create_engine(url, connect_args=connect_args)
+        if url.startswith("sqlite"):
+
+            @event.listens_for(self.engine, "connect")
+            def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA synchronous=FULL")
+                cur.close()
+
+        migrate(self.engine)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._lock = threading.Lock()
+
+    def session(self) -> Session:
+        return self._sessions()
+
+    # ---- identity ------------------------------------------------------------------------
+    def start(self, node_id: int, now_ms: int) -> bool:
+        """Record a start; returns whether the previous run shut down cleanly.
+
+        A data directory that has never been used counts as clean. The flag is
+        cleared now and set again only by :meth:`mark_clean_shutdown`.
+        """
+        with self._lock, self.session() as s, s.begin():
+            row = s.get(NodeIdentity, 1)
+            if row is None:
+                s.add(
+                    NodeIdentity(
+                        id=1, node_id=node_id, created_ms=now_ms, clean_shutdown=False,
+                        last_start_ms=now_ms,
+                    )
+                )
+                return True
+            if row.node_id != node_id:
+                raise RuntimeError(
+                    f"data directory belongs to node {row.node_id}, not {node_id}"
+                )
+            clean = bool(row.clean_shutdown)
+            row.clean_shutdown = False
+            row.last_start_ms = now_ms
+            return clean
+
+    def mark_clean_shutdown(self) -> None:
+        with self._lock, self.session() as s, s.begin():
+            row = s.get(NodeIdentity, 1)
+            if row is not None:
+                row.clean_shutdown = True
+
+    # ---- checkpoints ---------------------------------------------------------------------
+    def load_checkpoints(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """``{(topic, partition): (high_watermark, recovery_point)}``."""
+        with self.session() as s:
+            return {
+                (r.topic, r.partition): (r.high_watermark, r.recovery_point)
+                for r in s.scalars(select(PartitionCheckpoint))
+            }
+
+    def save_checkpoints(
+        self, rows: Iterable[tuple[str, int, int, int]], now_ms: int
+    ) -> None:
+        """Upsert ``(topic, partition, hw, recovery_point)`` rows in one transaction."""
+        with self._lock, self.session() as s, s.begin():
+            for topic, partition, hw, rp in rows:
+                s.merge(
+                    PartitionCheckpoint(
+                        topic=topic, partition=partition, high_watermark=hw,
+                        recovery_point=rp, updated_ms=now_ms,
+                    )
+                )
+
+    def drop_checkpoints(self, topic: str) -> None:
+        with self._lock, self.session() as s, s.begin():
+            s.execute(delete(PartitionCheckpoint).where(PartitionCheckpoint.topic == topic))
+
+    # ---- history -------------------------------------------------------------------------
+    def add_event(
+        self,
+        topic: str,
+        partition: int,
+        kind: str,
+        reason: str,
+        now_ms: int,
+        leader_epoch: int | None = None,
+        **detail: Any,
+    ) -> None:
+        with self._lock, self.session() as s, s.begin():
+            s.add(
+                PartitionEvent(
+                    ts_ms=now_ms, topic=topic, partition=partition, kind=kind,
+                    leader_epoch=leader_epoch, reason=reason,
+                    detail=orjson.dumps(detail).decode(),
+                )
+            )
+
+    def events(self, topic: str, partition: int, limit: int = 100) -> list[dict[str, Any]]:
+        """Newest first."""
+        with self.session() as s:
+            rows = s.scalars(
+                select(PartitionEvent)
+                .where(PartitionEvent.topic == topic, PartitionEvent.partition == partition)
+                .order_by(PartitionEvent.id.desc())
+                .limit(limit)
+            )
+            return [
+                {
+                    "ts_ms": r.ts_ms, "kind": r.kind, "leader_epoch": r.leader_epoch,
+                    "reason": r.reason, "detail": orjson.loads(r.detail),
+                }
+                for r in rows
+            ]
+
+    # ---- local metadata log (single node without raft) -----------------------------------
+    def load_metadata_records(self) -> list[dict[str, Any]]:
+        with self.session() as s:
+            rows = s.scalars(select(MetadataRecordRow).order_by(MetadataRecordRow.version))
+            return [orjson.loads(r.record) for r in rows]
+
+    def append_metadata_records(self, first_version: int, records: list[dict[str, Any]]) -> None:
+        with self._lock, self.session() as s, s.begin():
+            for i, rec in enumerate(records):
+                s.add(MetadataRecordRow(version=first_version + i, record=orjson.dumps(rec).decode()))
+
+    def close(self) -> None:
+        self.engine.dispose()

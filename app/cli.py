@@ -1,0 +1,205 @@
+"""``tidelog`` command line: run a node, manage topics, produce and consume."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import orjson
+import typer
+
+from app.client import Client, TidelogError
+
+cli = typer.Typer(help="tidelog: a replicated, partitioned commit log over HTTP.",
+                  no_args_is_help=True, add_completion=False)
+topics_cli = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+cli.add_typer(topics_cli, name="topics")
+
+UrlOpt = typer.Option(
+    "http://127.0.0.1:8080", "--url", "-u", envvar="TIDELOG_URL", help="Any node's URL."
+)
+
+
+def _fail(e: TidelogError) -> None:
+    typer.secho(f"error: {e.code}: {e.detail}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(2)
+
+
+def _print(obj: Any) -> None:
+    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+@cli.command()
+def serve(
+    node_id: Optional[int] = typer.Option(None, help="Broker id [TIDELOG_NODE_ID]"),  # noqa: UP007
+    host: Optional[str] = typer.Option(None, help="Listen address [TIDELOG_HOST]"),  # noqa: UP007
+    port: Optional[int] = typer.Option(None, help="HTTP port [TIDELOG_PORT]"),  # noqa: UP007
+    data_dir: Optional[Path] = typer.Option(None, help="Data directory [TIDELOG_DATA_DIR]"),  # noqa: UP007
+    advertised_url: Optional[str] = typer.Option(None, help="[TIDELOG_ADVERTISED_URL]"),  # noqa: UP007
+    catalog_url: Optional[str] = typer.Option(None, help="SQLAlchemy URL [TIDELOG_CATALOG_URL]"),  # noqa: UP007
+    fsync_policy: Optional[str] = typer.Option(None, help="never|interval|always"),  # noqa: UP007
+    log_level: Optional[str] = typer.Option(None, help="debug|info|warning"),  # noqa: UP007
+) -> None:
+    """Run a node. Flags override ``TIDELOG_*`` environment variables."""
+    import uvicorn
+
+    from app.api.app import create_app
+    from app.settings import Settings
+
+    overrides = {
+        k: v for k, v in dict(
+            node_id=node_id, host=host, port=port, data_dir=data_dir,
+            advertised_url=advertised_url, catalog_url=catalog_url,
+            fsync_policy=fsync_policy, log_level=log_level,
+        ).items() if v is not None
+    }
+    settings = Settings(**overrides)
+    app = create_app(settings)
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level=settings.log_level,
+        access_log=settings.access_log, loop="uvloop", http="httptools",
+        timeout_graceful_shutdown=5,
+    )
+
+
+@topics_cli.command("create")
+def topics_create(
+    name: str,
+    partitions: int = typer.Option(1, "--partitions", "-p"),
+    replication_factor: int = typer.Option(1, "--replication-factor", "-r"),
+    config: list[str] = typer.Option([], "--config", "-c", help="key=value, repeatable"),
+    url: str = UrlOpt,
+) -> None:
+    """Create a topic (idempotent for the same spec)."""
+    cfg: dict[str, Any] = {}
+    for item in config:
+        k, _, v = item.partition("=")
+        try:
+            cfg[k] = orjson.loads(v)
+        except orjson.JSONDecodeError:
+            cfg[k] = v
+    with Client(url) as c:
+        try:
+            _print(c.create_topic(name, partitions, replication_factor, cfg or None))
+        except TidelogError as e:
+            _fail(e)
+
+
+@topics_cli.command("list")
+def topics_list(url: str = UrlOpt) -> None:
+    with Client(url) as c:
+        for t in c.list_topics():
+            typer.echo(f"{t['name']}\tpartitions={t['partitions']}\trf={t['replication_factor']}")
+
+
+@topics_cli.command("describe")
+def topics_describe(name: str, url: str = UrlOpt) -> None:
+    with Client(url) as c:
+        try:
+            _print(c.describe_topic(name))
+        except TidelogError as e:
+            _fail(e)
+
+
+@topics_cli.command("delete")
+def topics_delete(name: str, url: str = UrlOpt) -> None:
+    with Client(url) as c:
+        try:
+            c.delete_topic(name)
+        except TidelogError as e:
+            _fail(e)
+
+
+@cli.command()
+def produce(
+    topic: str,
+    partition: Optional[int] = typer.Option(None, "--partition", "-p"),  # noqa: UP007
+    ndjson: bool = typer.Option(False, "--ndjson", help="Each line is a record object"),
+    key: Optional[str] = typer.Option(None, "--key", "-k", help="Key for every record"),  # noqa: UP007
+    batch: int = typer.Option(1000, help="Records per request"),
+    acks: str = typer.Option("all", help="all|leader|none"),
+    url: str = UrlOpt,
+) -> None:
+    """Produce stdin lines (each line a value: JSON if it parses, else a string)."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    def records() -> Any:
+        for n, line in enumerate(sys.stdin.buffer, 1):
+            line = line.rstrip(b"\r\n")
+            if not line:
+                continue
+            if ndjson:
+                try:
+                    rec = orjson.loads(line)
+                except orjson.JSONDecodeError as e:
+                    typer.secho(f"error: line {n} is not JSON: {e}", err=True, fg="red")
+                    raise typer.Exit(2) from None
+            else:
+                try:
+                    value = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    value = line.decode("utf-8", "replace")
+                rec = {"value": value}
+                if key is not None:
+                    rec["key"] = key
+            yield rec
+
+    tty = sys.stderr.isatty()
+    total = 0
+    with Client(url) as c, Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), disable=not tty, transient=True
+    ) as prog:
+        task = prog.add_task("producing", total=None)
+        buf: list[dict[str, Any]] = []
+
+        def send() -> None:
+            nonlocal total
+            try:
+                c.produce(topic, buf, partition=partition, acks=acks)
+            except TidelogError as e:
+                _fail(e)
+            total += len(buf)
+            prog.update(task, description=f"produced {total} records")
+            buf.clear()
+
+        for rec in records():
+            buf.append(rec)
+            if len(buf) >= batch:
+                send()
+        if buf:
+            send()
+    typer.echo(f"produced {total} records", err=True)
+
+
+@cli.command()
+def consume(
+    topic: str,
+    partition: int = typer.Option(0, "--partition", "-p"),
+    from_: str = typer.Option("earliest", "--from", help="earliest|latest|OFFSET"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep waiting for new records"),
+    isolation: str = typer.Option("committed", help="committed|uncommitted"),
+    url: str = UrlOpt,
+) -> None:
+    """Print records as JSON lines."""
+    start: int | str = int(from_) if from_.lstrip("-").isdigit() else from_
+    out = sys.stdout.buffer
+    with Client(url) as c:
+        try:
+            for rec in c.consume(topic, partition, start, follow=follow, isolation=isolation):
+                out.write(orjson.dumps(rec) + b"\n")
+                out.flush()
+        except TidelogError as e:
+            _fail(e)
+        except (KeyboardInterrupt, BrokenPipeError):
+            pass
+
+
+def main() -> None:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    cli()
+
+
+if __name__ == "__main__":
+    main()

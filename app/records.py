@@ -1,0 +1,144 @@
+"""JSON records in and out: produce parsing and fetch rendering.
+
+Hot path. Produce: one ``orjson.loads`` of the body, a cheap per-record
+check, one ``orjson.dumps`` per record of the body that will be served.
+Fetch: responses are spliced from stored bodies with ``bytes`` formatting;
+no record is decoded on the way out (see app/storage/batch.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from app.errors import ApiError
+from app.storage.batch import iter_records
+
+_ALLOWED = frozenset(("key", "value", "headers", "partition", "timestamp"))
+_INT64_MAX = 2**63 - 1
+
+
+@dataclass(slots=True)
+class ProducedRecord:
+    """A validated record ready to append: key bytes, served body, timestamp, partition."""
+
+    key: str | None
+    key_bytes: bytes | None
+    body: bytes
+    timestamp: int
+    partition: int | None
+
+
+def _bad(detail: str) -> ApiError:
+    return ApiError("INVALID_REQUEST", detail)
+
+
+def parse_json_body(body: bytes) -> list[Any]:
+    """``{"records": [...]}`` → the list; INVALID_REQUEST on anything else."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise _bad(f"malformed JSON: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
+        raise _bad('body must be an object with a "records" array')
+    extra = doc.keys() - {"records"}
+    if extra:
+        raise _bad(f"unknown fields {sorted(extra)}")
+    return doc["records"]
+
+
+def parse_ndjson_body(body: bytes) -> list[Any]:
+    """One record object per non-blank line; the error names the bad line."""
+    out: list[Any] = []
+    for n, line in enumerate(body.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(orjson.loads(line))
+        except orjson.JSONDecodeError as e:
+            raise _bad(f"malformed JSON on line {n}: {e}") from None
+    return out
+
+
+def validate_records(raw: list[Any], now_ms: int, num_partitions: int) -> list[ProducedRecord]:
+    """Check every record before anything is written (a bad record stores nothing)."""
+    if not raw:
+        raise _bad("no records")
+    out: list[ProducedRecord] = []
+    dumps = orjson.dumps
+    for i, r in enumerate(raw):
+        if type(r) is not dict:
+            raise _bad(f"records[{i}] must be an object")
+        if not r.keys() <= _ALLOWED:
+            raise _bad(f"records[{i}] has unknown fields {sorted(r.keys() - _ALLOWED)}")
+        key = r.get("key")
+        headers = r.get("headers")
+        partition = r.get("partition")
+        ts = r.get("timestamp")
+        if key is not None and type(key) is not str:
+            raise _bad(f"records[{i}].key must be a string or null")
+        if headers is None:
+            headers = {}
+        elif type(headers) is not dict or not all(type(v) is str for v in headers.values()):
+            raise _bad(f"records[{i}].headers must map strings to strings")
+        if partition is not None and (
+            type(partition) is not int or not 0 <= partition < num_partitions
+        ):
+            raise ApiError(
+                "PARTITION_NOT_FOUND" if type(partition) is int else "INVALID_REQUEST",
+                f"records[{i}].partition {partition!r} is not a partition of this topic "
+                f"(0..{num_partitions - 1})",
+            )
+        if ts is None:
+            ts = now_ms
+        elif type(ts) is not int or not 0 <= ts <= _INT64_MAX:
+            raise _bad(f"records[{i}].timestamp must be a non-negative integer (ms)")
+        body = dumps({"key": key, "value": r.get("value"), "headers": headers})
+        out.append(
+            ProducedRecord(key, key.encode() if key is not None else None, body, ts, partition)
+        )
+    return out
+
+
+def render_records(
+    data: bytes,
+    start_offset: int,
+    upto_offset: int,
+    max_records: int,
+    max_bytes: int,
+    min_one: bool = True,
+) -> tuple[list[bytes], int, int]:
+    """JSON objects for records in ``[start_offset, upto_offset)`` from raw batches.
+
+    Stops at ``max_records`` or before ``max_bytes`` of output would be
+    exceeded (with ``min_one``, one record is rendered whatever its size).
+    Returns the rendered records, the offset to fetch next (``start_offset``
+    when nothing was rendered) and the rendered size in bytes.
+    """
+    out: list[bytes] = []
+    size = 0
+    nxt = start_offset
+    for off, ts, epoch, body in iter_records(data):
+        if off < start_offset:
+            continue
+        if off >= upto_offset or len(out) >= max_records:
+            break
+        rec = b'{"offset":%d,"timestamp":%d,"leader_epoch":%d,%b' % (off, ts, epoch, body[1:])
+        if size + len(rec) > max_bytes and (out or not min_one):
+            break
+        size += len(rec)
+        out.append(rec)
+        nxt = off + 1
+    return out, nxt, size
+
+
+def iter_record_dicts(data: bytes, start_offset: int) -> Iterator[dict[str, Any]]:
+    """Decoded records (for tooling and tests; not the hot path)."""
+    for off, ts, epoch, body in iter_records(data):
+        if off >= start_offset:
+            d = orjson.loads(body)
+            d.update(offset=off, timestamp=ts, leader_epoch=epoch)
+            yield d

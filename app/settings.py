@@ -1,0 +1,55 @@
+"""Node settings: flags and ``TIDELOG_*`` environment variables (pydantic-settings).
+
+Defaults run a single node with everything embedded: data under ``./data``,
+a SQLite catalog inside it, HTTP on 127.0.0.1:8080.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TIDELOG_", extra="ignore")
+
+    node_id: int = Field(1, ge=0, description="This broker's id, unique in the cluster.")
+    host: str = Field("127.0.0.1", description="Interface to listen on (0.0.0.0 in containers).")
+    port: int = Field(8080, ge=0, le=65535)
+    advertised_url: str | None = Field(
+        None, description="URL other nodes and clients use to reach this node."
+    )
+    zone: str | None = Field(None, description="Failure zone (rack/AZ) for replica placement.")
+    data_dir: Path = Field(Path("data"), description="Partition logs and the SQLite catalog.")
+    catalog_url: str | None = Field(
+        None, description="SQLAlchemy URL of the local catalog; default SQLite in data_dir."
+    )
+    fsync_policy: Literal["never", "interval", "always"] = Field(
+        "interval",
+        description="never: leave flushing to the OS; interval: fsync every fsync_interval_ms; "
+        "always: fsync before acknowledging a produce.",
+    )
+    fsync_interval_ms: int = Field(1000, ge=1)
+    max_request_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Request body limit.")
+    max_fetch_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Cap on max_bytes.")
+    index_interval_bytes: int = Field(4096, ge=64)
+    retention_check_interval_ms: int = Field(30_000, ge=10)
+    checkpoint_interval_ms: int = Field(5_000, ge=10)
+    default_segment_bytes: int = Field(134_217_728, ge=1024)
+    default_segment_ms: int = Field(604_800_000, ge=1)
+    log_level: str = Field("info")
+    access_log: bool = Field(False, description="uvicorn access log (costly on the hot path).")
+
+    @property
+    def url(self) -> str:
+        if self.advertised_url:
+            return self.advertised_url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def resolved_catalog_url(self) -> str:
+        return self.catalog_url or f"sqlite:///{self.data_dir.resolve() / 'catalog.db'}"

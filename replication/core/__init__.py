@@ -1,0 +1,1 @@
+"""Sans-I/O protocol core: partition replication state, no sockets, clocks or tasks."""

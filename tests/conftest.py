@@ -1,0 +1,33 @@
+"""Shared fixtures: real tidelog processes on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.node import NodeProcess
+
+
+@pytest.fixture
+def node_factory(tmp_path: Path) -> Iterator[Callable[..., NodeProcess]]:
+    """Start nodes on demand; all are killed at teardown."""
+    started: list[NodeProcess] = []
+
+    def make(node_id: int = 1, start: bool = True, **kw: object) -> NodeProcess:
+        n = NodeProcess(tmp_path / f"node{node_id}-{len(started)}", node_id=node_id, **kw)  # type: ignore[arg-type]
+        started.append(n)
+        return n.start() if start else n
+
+    yield make
+    for n in started:
+        if n.alive:
+            n.resume() if n.proc else None
+            n.kill()
+
+
+@pytest.fixture
+def node(node_factory: Callable[..., NodeProcess]) -> NodeProcess:
+    """One fresh single node with default settings."""
+    return node_factory()

@@ -1,0 +1,120 @@
+"""Real ``tidelog serve`` processes on loopback for tests and benchmarks.
+
+Each node gets a free port and its own data directory; ``kill()`` sends
+SIGKILL (no clean shutdown, no flush), ``stop()`` SIGTERM, and ``start()``
+on the same object restarts it on the same port and data directory.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+
+from app.client import Client
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class NodeProcess:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        node_id: int = 1,
+        port: int | None = None,
+        env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.node_id = node_id
+        self.port = port or free_port()
+        self.env = dict(env or {})
+        self.log_path = log_path or data_dir.parent / f"node{node_id}-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self) -> Client:
+        return Client(self.url)
+
+    def start(self, wait_ready_s: float = 30.0) -> NodeProcess:
+        env = {
+            **os.environ,
+            "TIDELOG_NODE_ID": str(self.node_id),
+            "TIDELOG_PORT": str(self.port),
+            "TIDELOG_HOST": "127.0.0.1",
+            "TIDELOG_DATA_DIR": str(self.data_dir),
+            "TIDELOG_LOG_LEVEL": "warning",
+            **self.env,
+        }
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        self.wait_ready(wait_ready_s)
+        return self
+
+    def wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"node exited with {self.proc.returncode}; log:\n{self.log_path.read_text()[-3000:]}"
+                )
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"node not ready after {timeout_s}s; log:\n{self.log_path.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies mid-whatever, like a crash (page cache survives)."""
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout_s: float = 15.0) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit code."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+                raise
+        return self.proc.returncode if self.proc else 0
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGCONT)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
