@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import orjson
 import typer
@@ -13,6 +14,7 @@ import typer
 from app.client import Client, TidelogError
 
 cli = typer.Typer(help="tidelog: a replicated, partitioned commit log over HTTP.",
+                  pretty_exceptions_enable=False,
                   no_args_is_help=True, add_completion=False)
 topics_cli = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
 cli.add_typer(topics_cli, name="topics")
@@ -33,14 +35,14 @@ def _print(obj: Any) -> None:
 
 @cli.command()
 def serve(
-    node_id: Optional[int] = typer.Option(None, help="Broker id [TIDELOG_NODE_ID]"),  # noqa: UP007
-    host: Optional[str] = typer.Option(None, help="Listen address [TIDELOG_HOST]"),  # noqa: UP007
-    port: Optional[int] = typer.Option(None, help="HTTP port [TIDELOG_PORT]"),  # noqa: UP007
-    data_dir: Optional[Path] = typer.Option(None, help="Data directory [TIDELOG_DATA_DIR]"),  # noqa: UP007
-    advertised_url: Optional[str] = typer.Option(None, help="[TIDELOG_ADVERTISED_URL]"),  # noqa: UP007
-    catalog_url: Optional[str] = typer.Option(None, help="SQLAlchemy URL [TIDELOG_CATALOG_URL]"),  # noqa: UP007
-    fsync_policy: Optional[str] = typer.Option(None, help="never|interval|always"),  # noqa: UP007
-    log_level: Optional[str] = typer.Option(None, help="debug|info|warning"),  # noqa: UP007
+    node_id: int | None = typer.Option(None, help="Broker id [TIDELOG_NODE_ID]"),
+    host: str | None = typer.Option(None, help="Listen address [TIDELOG_HOST]"),
+    port: int | None = typer.Option(None, help="HTTP port [TIDELOG_PORT]"),
+    data_dir: Path | None = typer.Option(None, help="Data directory [TIDELOG_DATA_DIR]"),
+    advertised_url: str | None = typer.Option(None, help="[TIDELOG_ADVERTISED_URL]"),
+    catalog_url: str | None = typer.Option(None, help="SQLAlchemy URL [TIDELOG_CATALOG_URL]"),
+    fsync_policy: str | None = typer.Option(None, help="never|interval|always"),
+    log_level: str | None = typer.Option(None, help="debug|info|warning"),
 ) -> None:
     """Run a node. Flags override ``TIDELOG_*`` environment variables."""
     import uvicorn
@@ -48,7 +50,7 @@ def serve(
     from app.api.app import create_app
     from app.settings import Settings
 
-    overrides = {
+    overrides: dict[str, Any] = {
         k: v for k, v in dict(
             node_id=node_id, host=host, port=port, data_dir=data_dir,
             advertised_url=advertised_url, catalog_url=catalog_url,
@@ -56,6 +58,10 @@ def serve(
         ).items() if v is not None
     }
     settings = Settings(**overrides)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     app = create_app(settings)
     uvicorn.run(
         app, host=settings.host, port=settings.port, log_level=settings.log_level,
@@ -115,9 +121,9 @@ def topics_delete(name: str, url: str = UrlOpt) -> None:
 @cli.command()
 def produce(
     topic: str,
-    partition: Optional[int] = typer.Option(None, "--partition", "-p"),  # noqa: UP007
+    partition: int | None = typer.Option(None, "--partition", "-p"),
     ndjson: bool = typer.Option(False, "--ndjson", help="Each line is a record object"),
-    key: Optional[str] = typer.Option(None, "--key", "-k", help="Key for every record"),  # noqa: UP007
+    key: str | None = typer.Option(None, "--key", "-k", help="Key for every record"),
     batch: int = typer.Option(1000, help="Records per request"),
     acks: str = typer.Option("all", help="all|leader|none"),
     url: str = UrlOpt,

@@ -9,22 +9,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import shutil
 import uuid
 import zlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from app.catalog import Catalog
+from app.cluster.agent import BrokerAgent
+from app.cluster.config import Voter, parse_voters
+from app.cluster.controller import ControllerService
+from app.cluster.metadata_log import LocalMetadataLog, MetadataLog
+from app.cluster.peers import Peers
 from app.errors import ApiError
-from app.metadata import LocalMetadata
 from app.metrics import Metrics
 from app.partition import PartitionReplica, log_config, now_ms
 from app.records import ProducedRecord
 from app.settings import Settings
 from app.storage import PartitionLog
-from replication.controller import records as R
-from replication.controller.image import TopicMeta
+from replication.controller.commands import ControllerSettings
+from replication.controller.image import MetadataImage, TopicMeta
 
 log = logging.getLogger("tidelog.node")
 
@@ -44,32 +50,66 @@ class Node:
         self.data_dir = settings.data_dir
         self.logs_dir = self.data_dir / "logs"
         self.catalog: Catalog | None = None
-        self.metadata: LocalMetadata | None = None
+        self.voters: dict[int, Voter] = parse_voters(settings.voters)
+        self.mlog: MetadataLog | None = None
+        self.controller: ControllerService | None = None
+        self.agent: BrokerAgent | None = None
+        self.peers = Peers(settings.cluster_secret or secrets.token_hex(16))
         self.partitions: dict[tuple[str, int], PartitionReplica] = {}
         self.metrics = Metrics(self)
-        self.broker_epoch = -1
         self.ready = False
         self.clean_start = True
         self._sticky: dict[str, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpoints: dict[tuple[str, int], tuple[int, int]] = {}
 
+    @property
+    def standalone(self) -> bool:
+        """No voters configured: this node is its own controller (metadata in the catalog)."""
+        return not self.voters
+
+    @property
+    def is_voter(self) -> bool:
+        return self.standalone or self.settings.node_id in self.voters
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.agent.broker_epoch if self.agent else -1
+
     # ---- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        # Directories of deleted partitions whose removal a crash interrupted.
-        for leftover in self.logs_dir.glob(f"{DELETED_PREFIX}*"):
-            shutil.rmtree(leftover, ignore_errors=True)
         self.catalog = Catalog(self.settings.resolved_catalog_url)
         self.clean_start = self.catalog.start(self.settings.node_id, now_ms())
         self._checkpoints = self.catalog.load_checkpoints()
-        self.metadata = LocalMetadata(self.catalog)
-        self.metadata.load()
-        self.metadata.add_listener(self._on_records)
-        self._reconcile()
-        self.broker_epoch = await self.metadata.register_broker(
-            self.settings.node_id, self.settings.url, self.settings.zone, self.clean_start
+        # Open the replicas this node had, before metadata arrives, so recovery runs once.
+        if self.is_voter:
+            self.mlog = self._metadata_log()
+            self.controller = ControllerService(
+                self.mlog,
+                ControllerSettings(
+                    session_timeout_ms=self.settings.session_timeout_ms,
+                    election_timeout_ms=self.settings.election_timeout_ms,
+                ),
+                self.settings.controller_tick_ms,
+            )
+        self.agent = BrokerAgent(
+            node_id=self.settings.node_id,
+            url=self.settings.url,
+            zone=self.settings.zone,
+            clean=self.clean_start,
+            controller=self.controller,
+            voters=self.voters,
+            peers=self.peers,
+            heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
+            metadata_wait_ms=self.settings.metadata_wait_ms,
+            leo_report=self._leo_report,
         )
+        self.agent.add_listener(self._on_image)
+        if self.mlog is not None:
+            await self.mlog.start()
+        await self.agent.start()
+        await self.agent.registered.wait()
         self._tasks = [
             asyncio.create_task(self._every(self.settings.checkpoint_interval_ms, self.checkpoint)),
             asyncio.create_task(
@@ -82,13 +122,28 @@ class Node:
             )
         self.ready = True
         log.info(
-            "node %s ready at %s (%s start, %d partitions)",
+            "node %s ready at %s (%s start, %d partitions, %s)",
             self.settings.node_id, self.settings.url,
             "clean" if self.clean_start else "unclean", len(self.partitions),
+            "standalone" if self.standalone else ("voter" if self.is_voter else "observer"),
         )
+
+    def _metadata_log(self) -> MetadataLog:
+        assert self.catalog is not None
+        if self.standalone:
+            return LocalMetadataLog(self.catalog, self.settings.node_id)
+        from app.cluster.raft_log import open_raft_log
+
+        return open_raft_log(self.settings, self.voters)
 
     async def stop(self) -> None:
         self.ready = False
+        if self.agent is not None:
+            await self.agent.stop()
+        if self.controller is not None:
+            await self.controller.stop()
+        if self.mlog is not None:
+            await self.mlog.stop()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -101,9 +156,14 @@ class Node:
         await self.checkpoint()
         for p in self.partitions.values():
             p.log.close()
+        await self.peers.close()
         if self.catalog is not None:
             self.catalog.mark_clean_shutdown()
             self.catalog.close()
+
+    def _leo_report(self) -> list[list[Any]]:
+        """Per-partition LEOs for heartbeats (the controller elects the least-lagging)."""
+        return [[t, p, r.log_end_offset] for (t, p), r in self.partitions.items()]
 
     async def _every(self, interval_ms: int, fn: Callable[[], Awaitable[None]]) -> None:
         while True:
@@ -133,25 +193,46 @@ class Node:
 
     # ---- metadata → local replicas -------------------------------------------------------
     @property
-    def image(self):  # type: ignore[no-untyped-def]
-        assert self.metadata is not None
-        return self.metadata.image
+    def image(self) -> MetadataImage:
+        assert self.agent is not None
+        return self.agent.image
 
-    def _on_records(self, records: list[R.Record]) -> None:
-        removed = {r.name for r in records if isinstance(r, R.RemoveTopicRecord)}
-        for name in removed:
+    def _on_image(self, image: MetadataImage, previous: MetadataImage | None) -> None:
+        """The agent applied metadata: drop deleted topics, open newly assigned replicas."""
+        gone = {t for (t, _p) in self.partitions if t not in image.topics}
+        # A topic deleted and re-created while we were behind has a new id.
+        for (t, _p), r in self.partitions.items():
+            meta_t = image.topics.get(t)
+            if meta_t is not None and meta_t.topic_id != r.topic_id:
+                gone.add(t)
+        for name in gone:
             self._drop_topic(name)
         self._reconcile()
 
     def _reconcile(self) -> None:
-        """Open a replica for every partition assigned to this broker in the image."""
+        """Open a replica for every partition assigned to this broker; refresh their metadata."""
         me = self.settings.node_id
         for topic in self.image.topics.values():
             for meta in topic.partitions:
                 key = (topic.name, meta.partition)
-                if me not in meta.replicas or key in self.partitions:
+                replica = self.partitions.get(key)
+                if replica is not None:
+                    replica.update_meta(meta)
                     continue
-                self.partitions[key] = self._open_replica(topic, meta.partition)
+                if me in meta.replicas:
+                    self.partitions[key] = self._open_replica(topic, meta.partition)
+
+    async def controller_call(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Run an admin command on the active controller and wait until this node has
+        applied its result, so the caller reads its own write."""
+        assert self.agent is not None
+        out = await self.agent.call(op, body)
+        version = int(out.get("version", 0))
+        if not await self.agent.wait_for_version(version, 10):
+            raise ApiError(
+                "TIMEOUT", f"committed at metadata version {version} but not applied here yet"
+            )
+        return out
 
     def _partition_dir(self, topic: str, partition: int) -> Path:
         return self.logs_dir / f"{topic}-{partition}"
@@ -174,7 +255,7 @@ class Node:
                 log_end_offset=plog.log_end_offset,
             )
         return PartitionReplica(
-            topic.name, meta, topic.config, plog, self.settings.node_id, hw
+            topic.name, topic.topic_id, meta, topic.config, plog, self.settings.node_id, hw
         )
 
     def _drop_topic(self, name: str) -> None:
@@ -199,6 +280,14 @@ class Node:
         if t is None:
             raise ApiError("TOPIC_NOT_FOUND", f"topic {name!r} does not exist")
         return t
+
+    def leads(self, topic: str, partition: int) -> bool:
+        """Whether this broker is the partition's leader (per its metadata); False if unknown."""
+        r = self.partitions.get((topic, partition))
+        if r is not None:
+            return r.is_leader
+        self.topic(topic)  # TOPIC_NOT_FOUND before anything else
+        return False
 
     def replica(self, topic: str, partition: int) -> PartitionReplica:
         t = self.topic(topic)

@@ -65,6 +65,7 @@ class PartitionReplica:
     def __init__(
         self,
         topic: str,
+        topic_id: str,
         meta: PartitionMeta,
         config: TopicConfig,
         log: PartitionLog,
@@ -72,6 +73,7 @@ class PartitionReplica:
         high_watermark: int,
     ) -> None:
         self.topic = topic
+        self.topic_id = topic_id
         self.partition = meta.partition
         self.config = config
         self.log = log
@@ -95,6 +97,22 @@ class PartitionReplica:
         self.leo_waiters.value = leo
         self.last_append_ms = -1
         self.avg_record_bytes = 256
+
+    def update_meta(self, meta: PartitionMeta) -> None:
+        """New controller metadata for this partition (roles, epochs, ISR).
+
+        The data path of followers arrives with replication; until then a
+        replica only serves while this broker is the partition's leader.
+        """
+        self.meta = meta
+        if meta.leader == self.local_broker:
+            self.leader.leader_epoch = meta.leader_epoch
+            if self.local_broker in meta.isr:
+                self.leader.isr = tuple(meta.isr)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.meta.leader == self.local_broker
 
     # ---- state ---------------------------------------------------------------------------
     @property

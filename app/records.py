@@ -126,7 +126,7 @@ def render_records(
             continue
         if off >= upto_offset or len(out) >= max_records:
             break
-        rec = b'{"offset":%d,"timestamp":%d,"leader_epoch":%d,%b' % (off, ts, epoch, body[1:])
+        rec = b'{"offset":%d,"timestamp":%d,"leader_epoch":%d,%b' % (off, ts, epoch, body[1:])  # type: ignore[str-format]
         if size + len(rec) > max_bytes and (out or not min_one):
             break
         size += len(rec)

@@ -40,6 +40,20 @@ class Settings(BaseSettings):
     checkpoint_interval_ms: int = Field(5_000, ge=10)
     default_segment_bytes: int = Field(134_217_728, ge=1024)
     default_segment_ms: int = Field(604_800_000, ge=1)
+    voters: str = Field(
+        "",
+        description="Controller voters: comma-separated id=http_url@raft_host:raft_port. "
+        "Empty: a standalone node that is its own controller.",
+    )
+    cluster_secret: str = Field(
+        "", description="Shared secret for /internal endpoints and raft encryption."
+    )
+    heartbeat_interval_ms: int = Field(1000, ge=10)
+    session_timeout_ms: int = Field(6000, ge=100)
+    election_timeout_ms: int = Field(5000, ge=100)
+    controller_tick_ms: int = Field(200, ge=10)
+    metadata_wait_ms: int = Field(5000, ge=10, description="Metadata long-poll duration.")
+    forward_timeout_ms: int = Field(30_000, ge=100)
     log_level: str = Field("info")
     access_log: bool = Field(False, description="uvicorn access log (costly on the hot path).")
 

@@ -93,7 +93,6 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="tidelog-bench-"))
     node = NodeProcess(tmp / "node", env={"TIDELOG_LOG_LEVEL": "warning"})
     node.start()
-    results: dict[str, list[float]] = {}
     try:
         with node.client() as c:
             c.create_topic("batch", 1)

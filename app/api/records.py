@@ -7,9 +7,11 @@ import asyncio
 import time
 from typing import Literal
 
+import orjson
 from fastapi import APIRouter, Query, Request, Response
 
 from app.api.deps import NodeDep
+from app.api.forward import forward, forward_json, leader_url
 from app.errors import ApiError
 from app.partition import PartitionGone, now_ms
 from app.records import parse_json_body, parse_ndjson_body, validate_records
@@ -56,14 +58,20 @@ async def _produce(
                     f"records[{i}].partition {r.partition} conflicts with the URL's {partition}",
                 )
     groups = node.route(t, records, partition)
+    remote = {p: idxs for p, idxs in groups.items() if not node.leads(topic, p)}
+    if remote:
+        urls = {p: leader_url(node, topic, p, request) for p in remote}
+        if len(remote) == len(groups) and partition is not None:
+            return await forward(node, request, urls[partition], body)
+        groups = {p: idxs for p, idxs in groups.items() if p not in remote}
     replicas = {p: node.replica(topic, p) for p in groups}
     if acks == "all":
-        for p, r in replicas.items():
-            if not r.leader.can_commit():
+        for p, rep in replicas.items():
+            if not rep.leader.can_commit():
                 raise ApiError(
                     "NOT_ENOUGH_REPLICAS",
-                    f"{topic}/{p} has {len(r.leader.isr)} in-sync replicas, "
-                    f"min_insync_replicas is {r.config.min_insync_replicas}; nothing was written",
+                    f"{topic}/{p} has {len(rep.leader.isr)} in-sync replicas, "
+                    f"min_insync_replicas is {rep.config.min_insync_replicas}; nothing was written",
                 )
     offsets: list[tuple[int, int]] = [(0, 0)] * len(records)
     lasts: list[tuple[int, int]] = []
@@ -72,6 +80,23 @@ async def _produce(
         for k, i in enumerate(idxs):
             offsets[i] = (p, base + k)
         lasts.append((p, last))
+    if remote:
+        # Partitions led elsewhere: one forwarded request per partition, concurrently.
+        answers = await asyncio.gather(*(
+            forward_json(
+                node, urls[p], f"/v1/topics/{topic}/partitions/{p}/records",
+                {"acks": acks, "timeout_ms": timeout_ms},
+                orjson.dumps({"records": [raw[i] for i in idxs]}),
+            )
+            for p, idxs in remote.items()
+        ))
+        for (p, idxs), resp in zip(remote.items(), answers, strict=True):
+            if resp.status_code >= 400:
+                return Response(resp.content, status_code=resp.status_code,
+                                media_type=resp.headers.get("content-type", JSON))
+            got = orjson.loads(resp.content)["offsets"]
+            for i, o in zip(idxs, got, strict=True):
+                offsets[i] = (p, o["offset"] if o["offset"] is not None else -1)
     node.metrics.records_produced.inc(len(records))
     node.metrics.bytes_produced.inc(len(body))
     if acks != "none" and node.settings.fsync_policy == "always":
@@ -92,7 +117,7 @@ async def _produce(
     node.metrics.produce_requests.labels("ok").inc()
     node.metrics.produce_latency.observe(time.perf_counter() - started)
     if acks == "none":
-        parts = b",".join(b'{"partition":%d,"offset":null}' % p for p, _ in offsets)
+        parts = b",".join(b'{"partition":%d,"offset":null}' % (p,) for p, _ in offsets)
     else:
         parts = b",".join(b'{"partition":%d,"offset":%d}' % po for po in offsets)
     return Response(b'{"offsets":[%b]}' % parts, media_type=JSON)
@@ -152,6 +177,7 @@ def resolve_offset(
 async def fetch(
     topic: str,
     partition: int,
+    request: Request,
     node: NodeDep,
     offset: str | None = Query(None, description="integer, 'earliest' (default) or 'latest'"),
     timestamp: int | None = Query(None, ge=0, description="first record at or after (ms)"),
@@ -160,6 +186,8 @@ async def fetch(
     max_wait_ms: int = Query(0, ge=0, le=300_000),
     isolation: Isolation = "committed",
 ) -> Response:
+    if not node.leads(topic, partition):
+        return await forward(node, request, leader_url(node, topic, partition, request))
     replica = node.replica(topic, partition)
     committed = isolation == "committed"
     start = resolve_offset(offset, timestamp, committed, replica)

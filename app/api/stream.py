@@ -13,6 +13,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from app.api.deps import NodeDep
+from app.api.forward import forward_stream, leader_url
 from app.api.records import Isolation, resolve_offset
 from app.errors import ApiError
 from app.partition import PartitionGone, PartitionReplica
@@ -33,6 +34,8 @@ async def stream(
     isolation: Isolation = "committed",
     last_event_id: str | None = Header(None),
 ) -> StreamingResponse:
+    if not node.leads(topic, partition):
+        return await forward_stream(node, request, leader_url(node, topic, partition, request))
     replica = node.replica(topic, partition)
     committed = isolation == "committed"
     if last_event_id is not None:

@@ -12,8 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app.api.deps import NodeDep
 from app.api.views import partition_state, topic_view
 from app.errors import ApiError
-from replication.controller.image import TopicConfig
-from replication.controller.machine import CreateTopic
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 
@@ -56,16 +54,12 @@ def _json(data: Any, status: int = 200) -> Response:
 )
 async def create_topic(request: Request, node: NodeDep) -> Response:
     """Body is parsed as JSON whatever the content type, so a bare ``curl -d`` works."""
-    assert node.metadata is not None
     try:
         body = TopicCreate.model_validate_json(await request.body())
     except ValidationError as e:
         raise RequestValidationError(e.errors()) from None
-    cfg = TopicConfig(**body.config.model_dump())
-    decision = await node.metadata.create_topic(
-        CreateTopic(body.name, body.partitions, body.replication_factor, cfg)
-    )
-    return _json(topic_view(node, node.topic(body.name)), 200 if decision.existed else 201)
+    out = await node.controller_call("create_topic", body.model_dump())
+    return _json(topic_view(node, node.topic(body.name)), 200 if out.get("existed") else 201)
 
 
 @router.get("")
@@ -80,9 +74,7 @@ async def describe_topic(topic: str, node: NodeDep) -> Response:
 
 @router.delete("/{topic}", status_code=204)
 async def delete_topic(topic: str, node: NodeDep) -> Response:
-    assert node.metadata is not None
-    node.topic(topic)
-    await node.metadata.delete_topic(topic)
+    await node.controller_call("delete_topic", {"name": topic})
     return Response(status_code=204)
 
 

@@ -52,14 +52,13 @@ class PartitionEvent(Base):
     __table_args__ = (Index("ix_partition_events_tp", "topic", "partition", "id"),)
 
 
-class MetadataRecordRow(Base):
-    """Committed metadata records of a node running without a raft quorum.
+class MetadataKV(Base):
+    """Controller metadata of a standalone node (no voters configured), as key-value rows.
 
-    A single node with no voters configured keeps its controller log here;
-    in a cluster the raft adapter replaces it. ``version`` is the image
-    version after applying the record.
+    Same keys and values a raft-replicated controller commits
+    (``replication/controller/kv.py``); in a cluster raftos holds them instead.
     """
 
-    __tablename__ = "metadata_records"
-    version: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    record: Mapped[str] = mapped_column(Text)
+    __tablename__ = "metadata_kv"
+    key: Mapped[str] = mapped_column(String(600), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.catalog.models import (
-    MetadataRecordRow,
+    MetadataKV,
     NodeIdentity,
     PartitionCheckpoint,
     PartitionEvent,
@@ -156,16 +156,19 @@ class Catalog:
                 for r in rows
             ]
 
-    # ---- local metadata log (single node without raft) -----------------------------------
-    def load_metadata_records(self) -> list[dict[str, Any]]:
+    # ---- local metadata key-value log (standalone node) ----------------------------------
+    def load_metadata_kv(self) -> dict[str, Any]:
         with self.session() as s:
-            rows = s.scalars(select(MetadataRecordRow).order_by(MetadataRecordRow.version))
-            return [orjson.loads(r.record) for r in rows]
+            return {r.key: orjson.loads(r.value) for r in s.scalars(select(MetadataKV))}
 
-    def append_metadata_records(self, first_version: int, records: list[dict[str, Any]]) -> None:
+    def write_metadata_kv(self, updates: dict[str, Any | None]) -> None:
+        """Apply key updates atomically (None deletes the key)."""
         with self._lock, self.session() as s, s.begin():
-            for i, rec in enumerate(records):
-                s.add(MetadataRecordRow(version=first_version + i, record=orjson.dumps(rec).decode()))
+            for k, v in updates.items():
+                if v is None:
+                    s.execute(delete(MetadataKV).where(MetadataKV.key == k))
+                else:
+                    s.merge(MetadataKV(key=k, value=orjson.dumps(v).decode()))
 
     def close(self) -> None:
         self.engine.dispose()

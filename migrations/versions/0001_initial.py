@@ -1,4 +1,4 @@
-"""Initial catalog: node identity, checkpoints, partition events, local metadata log.
+"""Initial catalog: node identity, checkpoints, partition events, local metadata key-value store.
 
 Revision ID: 0001
 Revises:
@@ -44,14 +44,14 @@ def upgrade() -> None:
     )
     op.create_index("ix_partition_events_tp", "partition_events", ["topic", "partition", "id"])
     op.create_table(
-        "metadata_records",
-        sa.Column("version", sa.BigInteger, primary_key=True),
-        sa.Column("record", sa.Text, nullable=False),
+        "metadata_kv",
+        sa.Column("key", sa.String(600), primary_key=True),
+        sa.Column("value", sa.Text, nullable=False),
     )
 
 
 def downgrade() -> None:
-    op.drop_table("metadata_records")
+    op.drop_table("metadata_kv")
     op.drop_index("ix_partition_events_tp", "partition_events")
     op.drop_table("partition_events")
     op.drop_table("partition_checkpoints")
