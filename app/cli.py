@@ -62,11 +62,13 @@ def serve(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for noisy in ("alembic", "httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     app = create_app(settings)
     uvicorn.run(
         app, host=settings.host, port=settings.port, log_level=settings.log_level,
         access_log=settings.access_log, loop="uvloop", http="httptools",
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=2,
     )
 
 
@@ -200,6 +202,87 @@ def consume(
             _fail(e)
         except (KeyboardInterrupt, BrokenPipeError):
             pass
+
+
+@cli.command("dev-cluster")
+def dev_cluster(
+    nodes: int = typer.Option(3, "--nodes", "-n", min=1, max=9),
+    base_port: int = typer.Option(8081, help="HTTP port of node 1; node i gets base+i-1"),
+    raft_base_port: int = typer.Option(9001, help="raft UDP port of node 1"),
+    data_dir: Path = typer.Option(Path("data/dev"), help="node i keeps its data in DIR/node<i>"),
+    host: str = typer.Option("127.0.0.1"),
+) -> None:
+    """Run a local cluster of N nodes (all controller voters) until Ctrl-C."""
+    import secrets
+    import signal
+    import subprocess
+    import time
+
+    import httpx
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    secret_file = data_dir / "cluster-secret"
+    if not secret_file.exists():
+        secret_file.write_text(secrets.token_hex(16))
+        secret_file.chmod(0o600)
+    secret = secret_file.read_text().strip()
+    voters = ",".join(
+        f"{i}=http://{host}:{base_port + i - 1}@{host}:{raft_base_port + i - 1}"
+        for i in range(1, nodes + 1)
+    )
+    procs: list[subprocess.Popen[bytes]] = []
+    for i in range(1, nodes + 1):
+        env = {
+            **os.environ,
+            "TIDELOG_NODE_ID": str(i),
+            "TIDELOG_HOST": host,
+            "TIDELOG_PORT": str(base_port + i - 1),
+            "TIDELOG_DATA_DIR": str(data_dir / f"node{i}"),
+            "TIDELOG_VOTERS": voters,
+            "TIDELOG_CLUSTER_SECRET": secret,
+        }
+        procs.append(subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env))
+
+    def shutdown(*_: object) -> None:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        raise typer.Exit(0)
+
+    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+    urls = [f"http://{host}:{base_port + i}" for i in range(nodes)]
+    deadline = time.monotonic() + 60
+    pending = set(urls)
+    while pending and time.monotonic() < deadline:
+        for u in list(pending):
+            try:
+                if httpx.get(f"{u}/readyz", timeout=1).status_code == 200:
+                    pending.discard(u)
+            except httpx.HTTPError:
+                pass
+        if any(p.poll() is not None for p in procs):
+            typer.secho("a node exited during start-up", err=True, fg="red")
+            shutdown()
+        time.sleep(0.2)
+    if pending:
+        typer.secho(f"not ready after 60 s: {sorted(pending)}", err=True, fg="red")
+    else:
+        typer.echo(f"dev cluster ready: {' '.join(urls)} (Ctrl-C stops it)")
+    # Keep running when a node dies (that is what a dev cluster is for: kill one,
+    # watch the others fail over); say so once per exit.
+    reported: set[int] = set()
+    while True:
+        for i, p in enumerate(procs, 1):
+            if p.poll() is not None and i not in reported:
+                reported.add(i)
+                typer.secho(f"node {i} exited with {p.returncode}", err=True, fg="yellow")
+        time.sleep(0.5)
 
 
 def main() -> None:

@@ -109,16 +109,22 @@ class Node:
         if self.mlog is not None:
             await self.mlog.start()
         await self.agent.start()
+        # Serving HTTP must not wait for registration: in a cluster the controller may be
+        # a peer that is itself starting. /readyz says when registration is done.
+        self._tasks = [asyncio.create_task(self._finish_start())]
+
+    async def _finish_start(self) -> None:
+        assert self.agent is not None
         await self.agent.registered.wait()
-        self._tasks = [
+        self._tasks += [
             asyncio.create_task(self._every(self.settings.checkpoint_interval_ms, self.checkpoint)),
             asyncio.create_task(
                 self._every(self.settings.retention_check_interval_ms, self.enforce_retention)
             ),
         ]
         if self.settings.fsync_policy == "interval":
-            self._tasks.append(
-                asyncio.create_task(self._every(self.settings.fsync_interval_ms, self.flush))
+            self._tasks += (
+                asyncio.create_task(self._every(self.settings.fsync_interval_ms, self.flush)),
             )
         self.ready = True
         log.info(

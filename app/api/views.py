@@ -68,9 +68,26 @@ def topic_view(node: Node, t: TopicMeta, brief: bool = False) -> dict[str, Any]:
 def cluster_view(node: Node) -> dict[str, Any]:
     img = node.image
     t = now_ms()
+    c = node.controller
+    raft_leader = c.mlog.leader_id if c is not None else None
+    active = node.settings.node_id if c is not None and c.active else None
+    if active is None and node.agent is not None:
+        active = raft_leader if raft_leader is not None else node.agent._controller_hint
+
+    def last_heartbeat(broker_id: int) -> int | None:
+        if c is None or not c.active:
+            return None
+        last = c.last_heartbeat_ms(broker_id)
+        return t - last if last >= 0 else None
+
     return {
         "cluster_id": img.cluster_id,
-        "controller": {"node_id": node.settings.node_id, "raft_leader": None, "mode": "local"},
+        "controller": {
+            "node_id": active,
+            "raft_leader": raft_leader,
+            "mode": "standalone" if node.standalone else "raft",
+            "this_node_active": bool(c and c.active),
+        },
         "metadata_version": img.version,
         "brokers": [
             {
@@ -80,9 +97,13 @@ def cluster_view(node: Node) -> dict[str, Any]:
                 "broker_epoch": b.broker_epoch,
                 "status": "fenced" if b.fenced else "alive",
                 "clean": b.clean,
-                "last_heartbeat_ms": 0 if b.broker_id == node.settings.node_id else None,
+                "voter": b.broker_id in node.voters or node.standalone,
+                "last_heartbeat_ms": last_heartbeat(b.broker_id),
             }
             for b in sorted(img.brokers.values(), key=lambda b: b.broker_id)
         ],
-        "node": {"id": node.settings.node_id, "url": node.settings.url, "time_ms": t},
+        "node": {
+            "id": node.settings.node_id, "url": node.settings.url, "time_ms": t,
+            "broker_epoch": node.broker_epoch,
+        },
     }

@@ -52,6 +52,7 @@ class NodeProcess:
         return Client(self.url)
 
     def start(self, wait_ready_s: float = 30.0) -> NodeProcess:
+        """Start the process; wait for /readyz unless ``wait_ready_s`` is 0."""
         env = {
             **os.environ,
             "TIDELOG_NODE_ID": str(self.node_id),
@@ -70,7 +71,8 @@ class NodeProcess:
             start_new_session=True,
         )
         log.close()
-        self.wait_ready(wait_ready_s)
+        if wait_ready_s > 0:
+            self.wait_ready(wait_ready_s)
         return self
 
     def wait_ready(self, timeout_s: float) -> None:
@@ -96,7 +98,11 @@ class NodeProcess:
             self.proc.wait(10)
 
     def stop(self, timeout_s: float = 15.0) -> int:
-        """SIGTERM and wait: a clean shutdown. Returns the exit code."""
+        """SIGTERM and wait: a clean shutdown. Returns the exit code.
+
+        uvicorn re-raises the signal after a graceful shutdown, so a clean
+        stop exits with -SIGTERM, not 0.
+        """
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -118,3 +124,46 @@ class NodeProcess:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+class ClusterProcesses:
+    """N nodes, all controller voters, on free loopback ports (HTTP and raft UDP)."""
+
+    def __init__(self, base_dir: Path, n: int = 3, env: Mapping[str, str] | None = None) -> None:
+        self.secret = "test-secret-" + base_dir.name
+        ports = [free_port() for _ in range(n)]
+        raft_ports = [free_udp_port() for _ in range(n)]
+        voters = ",".join(
+            f"{i + 1}=http://127.0.0.1:{ports[i]}@127.0.0.1:{raft_ports[i]}" for i in range(n)
+        )
+        common = {
+            "TIDELOG_VOTERS": voters,
+            "TIDELOG_CLUSTER_SECRET": self.secret,
+            **(env or {}),
+        }
+        self.nodes = [
+            NodeProcess(base_dir / f"node{i + 1}", node_id=i + 1, port=ports[i], env=common)
+            for i in range(n)
+        ]
+
+    def start(self, wait_ready_s: float = 60.0) -> ClusterProcesses:
+        for n in self.nodes:
+            n.start(wait_ready_s=0)  # start all before waiting: they need each other
+        for n in self.nodes:
+            n.wait_ready(wait_ready_s)
+        return self
+
+    def node(self, node_id: int) -> NodeProcess:
+        return self.nodes[node_id - 1]
+
+    def kill_all(self) -> None:
+        for n in self.nodes:
+            if n.alive:
+                n.resume()
+                n.kill()
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
