@@ -62,6 +62,10 @@ class Node:
         self._sticky: dict[str, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpoints: dict[tuple[str, int], tuple[int, int]] = {}
+        self._reconcile_task: asyncio.Task[None] | None = None
+        self._reconcile_wanted = False
+        self._reconciled_version = -1
+        self._reconciled = asyncio.Event()
 
     @property
     def standalone(self) -> bool:
@@ -116,6 +120,8 @@ class Node:
     async def _finish_start(self) -> None:
         assert self.agent is not None
         await self.agent.registered.wait()
+        # Ready means this node's replicas are open for the metadata it registered at.
+        await self.wait_reconciled(self.image.version, 300)
         self._tasks += [
             asyncio.create_task(self._every(self.settings.checkpoint_interval_ms, self.checkpoint)),
             asyncio.create_task(
@@ -148,6 +154,10 @@ class Node:
             await self.agent.stop()
         if self.controller is not None:
             await self.controller.stop()
+        if self._reconcile_task is not None:
+            self._reconcile_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reconcile_task
         if self.mlog is not None:
             await self.mlog.stop()
         for t in self._tasks:
@@ -204,29 +214,68 @@ class Node:
         return self.agent.image
 
     def _on_image(self, image: MetadataImage, previous: MetadataImage | None) -> None:
-        """The agent applied metadata: drop deleted topics, open newly assigned replicas."""
-        gone = {t for (t, _p) in self.partitions if t not in image.topics}
-        # A topic deleted and re-created while we were behind has a new id.
-        for (t, _p), r in self.partitions.items():
-            meta_t = image.topics.get(t)
-            if meta_t is not None and meta_t.topic_id != r.topic_id:
-                gone.add(t)
-        for name in gone:
-            self._drop_topic(name)
-        self._reconcile()
+        """The agent applied metadata: reconcile local replicas with it (in a task)."""
+        self._reconcile_wanted = True
+        if self._reconcile_task is None or self._reconcile_task.done():
+            self._reconcile_task = asyncio.get_running_loop().create_task(self._reconcile_loop())
 
-    def _reconcile(self) -> None:
-        """Open a replica for every partition assigned to this broker; refresh their metadata."""
-        me = self.settings.node_id
-        for topic in self.image.topics.values():
-            for meta in topic.partitions:
-                key = (topic.name, meta.partition)
-                replica = self.partitions.get(key)
-                if replica is not None:
-                    replica.update_meta(meta)
-                    continue
-                if me in meta.replicas:
-                    self.partitions[key] = self._open_replica(topic, meta.partition)
+    async def _reconcile_loop(self) -> None:
+        """Drop deleted topics, open newly assigned replicas, refresh roles and epochs.
+
+        Opening a log creates files and fsyncs its directory (milliseconds each),
+        so new replicas are opened in a worker thread in chunks: a 1,000-partition
+        topic must not stall the event loop, which also runs the raft timers.
+        """
+        while self._reconcile_wanted:
+            self._reconcile_wanted = False
+            image = self.image
+            version = image.version
+            gone = {t for (t, _p) in self.partitions if t not in image.topics}
+            # A topic deleted and re-created while we were behind has a new id.
+            for (t, _p), r in self.partitions.items():
+                meta_t = image.topics.get(t)
+                if meta_t is not None and meta_t.topic_id != r.topic_id:
+                    gone.add(t)
+            for name in gone:
+                self._drop_topic(name)
+            me = self.settings.node_id
+            todo: list[tuple[TopicMeta, int]] = []
+            for topic in image.topics.values():
+                for meta in topic.partitions:
+                    replica = self.partitions.get((topic.name, meta.partition))
+                    if replica is not None:
+                        replica.update_meta(meta)
+                    elif me in meta.replicas:
+                        todo.append((topic, meta.partition))
+            for i in range(0, len(todo), 64):
+                chunk = todo[i : i + 64]
+                opened = await asyncio.to_thread(
+                    lambda c=chunk: [self._open_replica(t, p) for t, p in c]  # type: ignore[misc]
+                )
+                for replica in opened:
+                    current = self.image.topics.get(replica.topic)
+                    if current is None or current.topic_id != replica.topic_id:
+                        replica.log.close()  # deleted while we were opening it
+                        self._reconcile_wanted = True
+                        continue
+                    replica.update_meta(current.partitions[replica.partition])
+                    self.partitions[(replica.topic, replica.partition)] = replica
+            self._reconciled_version = max(self._reconciled_version, version)
+            self._reconciled.set()
+            self._reconciled = asyncio.Event()
+
+    async def wait_reconciled(self, version: int, timeout_s: float) -> bool:
+        """Wait until local replicas reflect metadata ``version``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self._reconciled_version < version:
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            ev = self._reconciled
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ev.wait(), left)
+        return True
 
     async def controller_call(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
         """Run an admin command on the active controller and wait until this node has
@@ -234,7 +283,10 @@ class Node:
         assert self.agent is not None
         out = await self.agent.call(op, body)
         version = int(out.get("version", 0))
-        if not await self.agent.wait_for_version(version, 10):
+        if not (
+            await self.agent.wait_for_version(version, 30)
+            and await self.wait_reconciled(version, 30)
+        ):
             raise ApiError(
                 "TIMEOUT", f"committed at metadata version {version} but not applied here yet"
             )
