@@ -21,7 +21,7 @@ RUN pip install . && pip install --no-deps "raftos==0.2.6"
 
 USER tidelog
 VOLUME ["/data"]
-EXPOSE 8080
+EXPOSE 8080 9001/udp
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/readyz', timeout=2).status == 200 else 1)"
 ENTRYPOINT ["tidelog"]
