@@ -30,7 +30,7 @@ from app.records import ProducedRecord
 from app.settings import Settings
 from app.storage import PartitionLog
 from replication.controller.commands import ControllerSettings
-from replication.controller.image import MetadataImage, TopicMeta
+from replication.controller.image import MetadataImage, PartitionMeta, TopicMeta
 
 log = logging.getLogger("tidelog.node")
 
@@ -63,6 +63,7 @@ class Node:
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpoints: dict[tuple[str, int], tuple[int, int]] = {}
         self._reconcile_task: asyncio.Task[None] | None = None
+        self._confirming: set[tuple[str, int, int]] = set()
         self._reconcile_wanted = False
         self._reconciled_version = -1
         self._reconciled = asyncio.Event()
@@ -240,10 +241,12 @@ class Node:
                 self._drop_topic(name)
             me = self.settings.node_id
             todo: list[tuple[TopicMeta, int]] = []
+            events: list[dict[str, Any]] = []
             for topic in image.topics.values():
                 for meta in topic.partitions:
                     replica = self.partitions.get((topic.name, meta.partition))
                     if replica is not None:
+                        events += self._role_change_events(replica, meta)
                         replica.update_meta(meta)
                     elif me in meta.replicas:
                         todo.append((topic, meta.partition))
@@ -258,11 +261,67 @@ class Node:
                         replica.log.close()  # deleted while we were opening it
                         self._reconcile_wanted = True
                         continue
+                    events += self._role_change_events(replica, current.partitions[replica.partition])
                     replica.update_meta(current.partitions[replica.partition])
                     self.partitions[(replica.topic, replica.partition)] = replica
+            self._confirm_leadership()
+            if events and self.catalog is not None:
+                await asyncio.to_thread(self.catalog.add_events, events)
             self._reconciled_version = max(self._reconciled_version, version)
             self._reconciled.set()
             self._reconciled = asyncio.Event()
+
+    def _role_change_events(self, replica: PartitionReplica, meta: PartitionMeta) -> list[dict[str, Any]]:
+        """History rows for a leader change seen here (dashboard and API)."""
+        old = replica.meta
+        if old.leader_epoch == meta.leader_epoch and replica.opened_epoch_logged:
+            return []
+        replica.opened_epoch_logged = True
+        me = self.settings.node_id
+        role = "leader" if meta.leader == me else "follower" if me in meta.replicas else "none"
+        reason = {
+            "election": "elected; confirming leadership",
+            "online": "leader confirmed",
+            "offline": "no eligible leader",
+        }.get(meta.status, meta.status)
+        if meta.last_election_unclean:
+            reason = "unclean election: data may be lost"
+        return [{
+            "ts_ms": now_ms(), "topic": meta.topic, "partition": meta.partition,
+            "kind": "leader_change", "leader_epoch": meta.leader_epoch, "reason": reason,
+            "detail": {"leader": meta.leader, "isr": list(meta.isr), "role_here": role,
+                       "partition_epoch": meta.partition_epoch, "status": meta.status},
+        }]
+
+    def _confirm_leadership(self) -> None:
+        """Tell the controller we took up the leaderships it offered us (seed 002
+        wait-for-response); it tries the next candidate if we do not in time."""
+        me = self.settings.node_id
+        for (t, p), r in self.partitions.items():
+            key = (t, p, r.meta.leader_epoch)
+            if r.meta.leader == me and r.meta.status == "election" and key not in self._confirming:
+                self._confirming.add(key)
+                asyncio.get_running_loop().create_task(self._confirm(t, p, r.meta.leader_epoch))
+
+    async def _confirm(self, topic: str, partition: int, leader_epoch: int) -> None:
+        assert self.agent is not None
+        try:
+            for attempt in range(20):
+                meta = self.image.partition(topic, partition)
+                if meta is None or meta.leader_epoch != leader_epoch or meta.status != "election":
+                    return
+                try:
+                    await self.agent.call("confirm_leadership", {
+                        "broker_id": self.settings.node_id, "broker_epoch": self.broker_epoch,
+                        "topic": topic, "partition": partition, "leader_epoch": leader_epoch,
+                    })
+                    return
+                except Exception as e:  # retried: the controller may be failing over
+                    log.info("confirm %s/%s epoch %d failed (%s), retrying", topic, partition,
+                             leader_epoch, e)
+                    await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
+        finally:
+            self._confirming.discard((topic, partition, leader_epoch))
 
     async def wait_reconciled(self, version: int, timeout_s: float) -> bool:
         """Wait until local replicas reflect metadata ``version``."""

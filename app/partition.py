@@ -97,6 +97,7 @@ class PartitionReplica:
         self.leo_waiters.value = leo
         self.last_append_ms = -1
         self.avg_record_bytes = 256
+        self.opened_epoch_logged = False
 
     def update_meta(self, meta: PartitionMeta) -> None:
         """New controller metadata for this partition (roles, epochs, ISR).

@@ -139,6 +139,21 @@ class Catalog:
                 )
             )
 
+    def add_events(self, events: list[dict[str, Any]]) -> None:
+        """Insert many events in one transaction (one fsync): leader changes come in bursts."""
+        if not events:
+            return
+        with self._lock, self.session() as s, s.begin():
+            for e in events:
+                s.add(
+                    PartitionEvent(
+                        ts_ms=e["ts_ms"], topic=e["topic"], partition=e["partition"],
+                        kind=e["kind"], leader_epoch=e.get("leader_epoch"),
+                        reason=e.get("reason", ""),
+                        detail=orjson.dumps(e.get("detail", {})).decode(),
+                    )
+                )
+
     def events(self, topic: str, partition: int, limit: int = 100) -> list[dict[str, Any]]:
         """Newest first."""
         with self.session() as s:

@@ -150,7 +150,8 @@ class BrokerAgent:
     async def register(self) -> None:
         out = await self.call(
             "register",
-            {"broker_id": self.node_id, "url": self.url, "zone": self.zone, "clean": self.clean},
+            {"broker_id": self.node_id, "url": self.url, "zone": self.zone, "clean": self.clean,
+             "log_end_offsets": self.leo_report()},
         )
         self.broker_epoch = int(out["broker_epoch"])
         await self.wait_for_version(int(out["version"]), 30)

@@ -173,10 +173,11 @@ class ControllerService:
         """
         t = now_ms()
         if op == "register":
+            reg_leos = {(x[0], int(x[1])): int(x[2]) for x in body.get("log_end_offsets", [])}
             d = await self.run(
                 lambda m: m.register_broker(
                     int(body["broker_id"]), str(body["url"]), body.get("zone"),
-                    bool(body.get("clean", True)), t,
+                    bool(body.get("clean", True)), t, reg_leos,
                 )
             )
             return {"broker_epoch": d.broker_epoch, "version": self.image.version}

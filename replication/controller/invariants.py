@@ -34,6 +34,8 @@ def violations(image: MetadataImage) -> list[str]:
             fenced = [r for r in p.isr if not image.live_broker(r)]
             if fenced and p.leader != NO_LEADER:
                 out.append(f"{name}: fenced {fenced} in the ISR of a led partition")
-            if fenced and len(fenced) != len(p.isr):
+            if fenced and len(fenced) != len(p.isr) and p.status != OFFLINE:
+                # An offline partition keeps its last ISR while members come back
+                # uncleanly one by one, until all are back (unclean recovery).
                 out.append(f"{name}: ISR {p.isr} mixes live and fenced members")
     return out

@@ -51,7 +51,7 @@ from replication.controller.commands import (
     CreateTopic,
     LeaderSuspect,
 )
-from replication.controller.election import rank_candidates, suspect_quorum
+from replication.controller.election import Candidates, rank_candidates, suspect_quorum
 from replication.controller.errors import ControllerError
 from replication.controller.image import (
     ELECTION,
@@ -154,6 +154,7 @@ class ControllerMachine:
         zone: str | None,
         clean: bool,
         now_ms: int | None = None,
+        log_end_offsets: Mapping[tuple[str, int], int] | None = None,
     ) -> Decision:
         """A (re-)registration always gets a new, cluster-wide monotonic broker epoch.
 
@@ -163,7 +164,16 @@ class ControllerMachine:
         clean-shutdown marker; it then leaves even last-standing ISRs. Offline
         partitions it can lead are re-elected (seed 002 "SPU comes back
         Online"). ``now_ms`` starts its session; ``None`` leaves that to the
-        next ``tick``.
+        next ``tick``. ``log_end_offsets`` are the broker's LEOs as recovered
+        at start; unclean recovery compares them.
+
+        An unclean broker leaves the ISR of every partition that has a leader
+        (Unclean Exclusion, seed 001 §6.5.1). In an offline partition it is one
+        of the last-known complete members and stays listed: it
+        is not a candidate for a clean election, but once *every* last-known
+        ISR member is back the controller may recover the partition from the
+        longest of their logs (seed 001 §6.8, KIP-966's balanced unclean
+        recovery) rather than leave it offline for good.
         """
         if broker_id < 0:
             raise ControllerError(E.INVALID_REQUEST, "broker_id must be >= 0")
@@ -171,6 +181,8 @@ class ControllerMachine:
             raise ControllerError(E.INVALID_REQUEST, "a broker needs a URL")
         batch = Batch(self.image)
         self.progress.forget_broker(broker_id)  # its old LEOs may overstate what it kept
+        for (topic, partition), leo in (log_end_offsets or {}).items():
+            self.progress.report(broker_id, topic, partition, leo)
         old = self.image.brokers.get(broker_id)
         if old is not None and not old.fenced:
             self._fence(batch, [old], now_ms)
@@ -182,7 +194,9 @@ class ControllerMachine:
         )
         if not clean:
             for p in self._partitions_of(broker_id):
-                if broker_id in p.isr:
+                v = batch.view(p.topic, p.partition)
+                # Offline: nobody complete is serving; keep it as a last-known member.
+                if broker_id in v.isr and v.status != OFFLINE:
                     w = batch.part(p.topic, p.partition)
                     w.isr = tuple(r for r in w.isr if r != broker_id)
         self._reelect_offline(batch, broker_id, now_ms)
@@ -520,12 +534,21 @@ class ControllerMachine:
             leo=lambda b: self.progress.leo(w.topic, w.partition, b),
             exclude=tried,
         )
+        clean = self._eligible_clean(batch, w, cands)
+        recovery = None if clean else self._recovery_candidate(batch, w, tried)
         w.leader_epoch = base.leader_epoch + 1
         self.suspects.clear(*key)
         live_isr = tuple(r for r in w.isr if batch.live(r))
-        if cands.clean:
-            w.leader = cands.clean[0]
+        if clean:
+            w.leader = clean[0]
             w.isr = live_isr
+            w.last_election_unclean = False
+        elif recovery is not None:
+            # Every last-known complete replica restarted uncleanly: lead from the
+            # longest of their logs (seed 001 §6.8). Not an unclean *election*: no
+            # replica outside the last ISR is chosen.
+            w.leader = recovery
+            w.isr = (recovery,)
             w.last_election_unclean = False
         elif cands.unclean and topic.config.unclean_leader_election and not live_isr:
             # Only when no in-sync replica is alive at all: live ISR members that
@@ -568,8 +591,42 @@ class ControllerMachine:
             leo=lambda b: -1,
         )
         allow_unclean = self.image.topics[p.topic].config.unclean_leader_election
-        # Without ``exclude``, no clean candidate means no live ISR member.
-        return bool(cands.clean) or (allow_unclean and bool(cands.unclean))
+        if self._eligible_clean(batch, p, cands):
+            return True
+        if self._recovery_candidate(batch, p, set()) is not None:
+            return True
+        live_isr = any(batch.live(r) for r in p.isr)
+        return allow_unclean and bool(cands.unclean) and not live_isr
+
+    @staticmethod
+    def _eligible_clean(batch: Batch, w: PartitionMeta, cands: Candidates) -> tuple[int, ...]:
+        """Clean candidates, minus unclean restarts left in an offline partition's ISR.
+
+        Such a member was kept only as a record of who was last complete
+        (see ``register_broker``); it may have lost its tail, so it leads
+        only through recovery.
+        """
+        if w.status != OFFLINE:
+            return cands.clean
+        return tuple(b for b in cands.clean if batch.broker_clean(b))
+
+    def _recovery_candidate(self, batch: Batch, w: PartitionMeta, tried: set[int]) -> int | None:
+        """The longest log among the last ISR once all of it is back, else None (seed 001 §6.8).
+
+        With several members every LEO must have been reported (at
+        registration or in heartbeats): choosing blind could pick the member
+        that lost the most.
+        """
+        members = [b for b in w.isr if b not in tried]
+        if w.status != OFFLINE or not members or len(members) != len(w.isr):
+            return None
+        if not all(batch.live(b) for b in members):
+            return None
+        leos = {b: self.progress.leo(w.topic, w.partition, b) for b in members}
+        if len(members) > 1 and any(v < 0 for v in leos.values()):
+            return None
+        order = {b: i for i, b in enumerate(w.replicas)}
+        return max(members, key=lambda b: (leos[b], -order[b]))
 
     def _partitions_of(self, broker_id: int) -> list[PartitionMeta]:
         return [p for p in self.image.all_partitions() if broker_id in p.replicas]

@@ -66,9 +66,17 @@ class Harness:
         return d
 
     # -- commands -----------------------------------------------------------
-    def register(self, broker_id: int, zone: str | None = None, clean: bool = True) -> int:
+    def register(
+        self,
+        broker_id: int,
+        zone: str | None = None,
+        clean: bool = True,
+        leos: dict[tuple[str, int], int] | None = None,
+    ) -> int:
         d = self.commit(
-            self.m.register_broker(broker_id, f"http://b{broker_id}", zone, clean, self.now_ms)
+            self.m.register_broker(
+                broker_id, f"http://b{broker_id}", zone, clean, self.now_ms, leos
+            )
         )
         self.epochs[broker_id] = d.broker_epoch
         return d.broker_epoch

@@ -178,14 +178,41 @@ def test_clean_restart_of_the_last_isr_member_brings_the_partition_back(cluster)
     assert h.part().status == "online"
 
 
-def test_unclean_restart_is_flagged_and_excluded_from_isr_and_leadership(cluster):
+def test_unclean_restart_of_the_only_replica_recovers_the_partition_from_its_log(cluster):
+    """Seed 001 §6.8: with every last-known ISR member back, lead from the longest log
+    rather than stay offline for good (a standalone node after kill -9)."""
     h = cluster(1)
     h.create("t", rf=1)
     h.pass_time(1_000, silent=(1,))
+    assert h.part().status == OFFLINE
     h.register(1, clean=False)
     assert h.image.brokers[1].clean is False
     p = h.part()
-    assert p.isr == () and p.leader == NO_LEADER and p.status == OFFLINE
+    assert p.leader == 1 and p.isr == (1,) and p.status == ELECTION
+    assert p.last_election_unclean is False
+
+
+def test_unclean_recovery_waits_for_every_last_isr_member_and_picks_the_longest_log(cluster):
+    h = cluster(3)
+    h.create("t", rf=3)
+    h.pass_time(2_000, silent=(1, 2, 3))  # all fenced; the ISR is kept as last known
+    assert h.part().status == OFFLINE and set(h.part().isr) == {1, 2, 3}
+    h.register(1, clean=False, leos={("t", 0): 40})
+    h.register(2, clean=False, leos={("t", 0): 55})
+    assert h.part().status == OFFLINE, "3 may hold more: wait for it"
+    h.register(3, clean=False, leos={("t", 0): 50})
+    p = h.part()
+    assert p.leader == 2 and p.isr == (2,) and p.status == ELECTION
+
+
+def test_an_unclean_member_is_not_a_clean_candidate_while_a_clean_one_returns(cluster):
+    h = cluster(3)
+    h.create("t", rf=3)
+    h.pass_time(2_000, silent=(1, 2, 3))
+    h.register(1, clean=False, leos={("t", 0): 99})
+    h.register(3, clean=True, leos={("t", 0): 10})
+    p = h.part()
+    assert p.leader == 3, "a clean last-ISR member leads, not the unclean one"
 
 
 def test_unclean_restart_without_a_fence_first_fences_then_strips_isr(cluster):
