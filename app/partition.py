@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from app.errors import ApiError
 from app.purgatory import OffsetWaiters
 from app.records import ProducedRecord, render_records
-from app.storage import LogConfig, PartitionLog
+from app.storage import LogConfig, PartitionLog, iter_records
 from replication.controller.image import PartitionMeta, TopicConfig
 from replication.core.partition import LeaderState
 
@@ -43,7 +43,9 @@ class PartitionGone(Exception):
 
 @dataclass(slots=True)
 class FetchResult:
-    records: list[bytes]
+    records: list[memoryview]
+    """Comma-separated runs of served record JSON (one per batch); see slice_records."""
+    count: int
     next_offset: int
     high_watermark: int
     log_start_offset: int
@@ -138,7 +140,8 @@ class PartitionReplica:
         self.last_append_ms = t
         # Stored size per record (body + key + 20 B framing + batch header share); sizes reads.
         n = len(records)
-        stored = sum(len(r.body) for r in records) + 24 * n + 61
+        # Served JSON (body + ~60 B of offset/timestamp/epoch) + 12 B table entry.
+        stored = sum(len(r.body) for r in records) + 72 * n + 61
         self.avg_record_bytes = max(32, (self.avg_record_bytes * 3 + stored // n) // 4)
         leo = last + 1
         self.leo_waiters.advance(leo)
@@ -178,50 +181,81 @@ class PartitionReplica:
             await waiters.wait_for(offset + 1, max_wait_ms / 1000)
             self.check_offset(offset)  # retention or truncation may have moved the range
         upto = self.visible_end(committed)
-        records: list[bytes] = []
+        chunks: list[memoryview] = []
+        count = 0
         nxt = offset
         if offset < upto:
             first_read = min(max_bytes, max_records * self.avg_record_bytes) + 4096
             if first_read <= INLINE_READ_BYTES:
-                records, nxt = self._read(offset, upto, max_records, max_bytes)
+                chunks, count, nxt = self._read(offset, upto, max_records, max_bytes)
             else:
-                records, nxt = await asyncio.to_thread(
+                chunks, count, nxt = await asyncio.to_thread(
                     self._read, offset, upto, max_records, max_bytes
                 )
         return FetchResult(
-            records, nxt, self.high_watermark, self.log_start_offset, self.log_end_offset
+            chunks, count, nxt, self.high_watermark, self.log_start_offset, self.log_end_offset
         )
+
+    async def read_events(
+        self, offset: int, max_records: int, max_wait_ms: int, committed: bool
+    ) -> list[tuple[int, memoryview]]:
+        """``(offset, record_json)`` pairs from ``offset`` for Server-Sent Events.
+
+        Waits like :meth:`fetch`; returns ``[]`` when nothing arrived in time.
+        """
+        self.check_offset(offset)
+        waiters = self.hw_waiters if committed else self.leo_waiters
+        if self.visible_end(committed) <= offset and max_wait_ms > 0:
+            await waiters.wait_for(offset + 1, max_wait_ms / 1000)
+            self.check_offset(offset)
+        upto = self.visible_end(committed)
+        if offset >= upto:
+            return []
+        while True:
+            gen = self.log.generation
+            data = self.log.read(offset, max_records * self.avg_record_bytes + 4096, upto)
+            if gen == self.log.generation:
+                break
+            self.check_offset(offset)
+        out: list[tuple[int, memoryview]] = []
+        for off, _ts, _epoch, rec in iter_records(data):
+            if off >= upto or len(out) >= max_records:
+                break
+            if off >= offset:
+                out.append((off, rec))
+        return out
 
     def _read(
         self, offset: int, upto: int, max_records: int, max_bytes: int
-    ) -> tuple[list[bytes], int]:
-        """Render up to ``max_records`` / ``max_bytes`` of records from ``offset``.
+    ) -> tuple[list[memoryview], int, int]:
+        """Up to ``max_records`` / ``max_bytes`` of served JSON from ``offset``.
 
         Reads are sized from the average stored record so a small
         ``max_records`` with a large ``max_bytes`` does not read megabytes it
-        will not render; a short read is topped up in further reads.
+        will not serve; a short read is topped up by further reads.
         """
-        out: list[bytes] = []
-        size = 0
+        out: list[memoryview] = []
+        count = size = 0
         nxt = offset
-        while nxt < upto and len(out) < max_records and size < max_bytes:
+        while nxt < upto and count < max_records and size < max_bytes:
             gen = self.log.generation
-            want = min(max_bytes - size, (max_records - len(out)) * self.avg_record_bytes) + 4096
+            want = min(max_bytes - size, (max_records - count) * self.avg_record_bytes) + 4096
             data = self.log.read(nxt, want, upto)
             if gen != self.log.generation:
                 # A truncation or retention ran during the read: start again on the new log.
                 self.check_offset(offset)
-                out, size, nxt = [], 0, offset
+                out, count, size, nxt = [], 0, 0, offset
                 continue
-            recs, nxt2, n = render_records(
-                data, nxt, upto, max_records - len(out), max_bytes - size, min_one=not out
+            chunks, n, nxt2, nbytes = render_records(
+                data, nxt, upto, max_records - count, max_bytes - size, min_one=not out
             )
-            if not recs:
+            if not chunks:
                 break
-            out += recs
-            size += n
+            out += chunks
+            count += n
+            size += nbytes
             nxt = nxt2
-        return out, nxt
+        return out, count, nxt
 
     def close_waiters(self) -> None:
         exc = PartitionGone(f"{self.topic}/{self.partition} is no longer served here")

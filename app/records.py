@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from app.errors import ApiError
-from app.storage.batch import iter_records
+from app.storage.batch import iter_records, slice_records
 
 _ALLOWED = frozenset(("key", "value", "headers", "partition", "timestamp"))
 _INT64_MAX = 2**63 - 1
@@ -110,35 +110,18 @@ def render_records(
     max_records: int,
     max_bytes: int,
     min_one: bool = True,
-) -> tuple[list[bytes], int, int]:
-    """JSON objects for records in ``[start_offset, upto_offset)`` from raw batches.
+) -> tuple[list[memoryview], int, int, int]:
+    """Served JSON for records in ``[start_offset, upto_offset)`` of raw batches.
 
-    Stops at ``max_records`` or before ``max_bytes`` of output would be
-    exceeded (with ``min_one``, one record is rendered whatever its size).
-    Returns the rendered records, the offset to fetch next (``start_offset``
-    when nothing was rendered) and the rendered size in bytes.
+    Returns ``(chunks, count, next_offset, size)``: each chunk is a
+    comma-separated run of record objects (one per batch), to be joined with
+    commas into the response array. See ``slice_records``.
     """
-    out: list[bytes] = []
-    size = 0
-    nxt = start_offset
-    for off, ts, epoch, body in iter_records(data):
-        if off < start_offset:
-            continue
-        if off >= upto_offset or len(out) >= max_records:
-            break
-        rec = b'{"offset":%d,"timestamp":%d,"leader_epoch":%d,%b' % (off, ts, epoch, body[1:])  # type: ignore[str-format]
-        if size + len(rec) > max_bytes and (out or not min_one):
-            break
-        size += len(rec)
-        out.append(rec)
-        nxt = off + 1
-    return out, nxt, size
+    return slice_records(data, start_offset, upto_offset, max_records, max_bytes, min_one)
 
 
 def iter_record_dicts(data: bytes, start_offset: int) -> Iterator[dict[str, Any]]:
     """Decoded records (for tooling and tests; not the hot path)."""
-    for off, ts, epoch, body in iter_records(data):
+    for off, _ts, _epoch, rec in iter_records(data):
         if off >= start_offset:
-            d = orjson.loads(body)
-            d.update(offset=off, timestamp=ts, leader_epoch=epoch)
-            yield d
+            yield orjson.loads(rec)

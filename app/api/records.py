@@ -196,7 +196,8 @@ async def fetch(
             start, max_records, min(max_bytes, node.settings.max_fetch_bytes), max_wait_ms, committed
         )
     except PartitionGone as e:
+        node.topic(topic)  # deleted while the fetch waited: 404 TOPIC_NOT_FOUND, not NOT_LEADER
         raise ApiError("NOT_LEADER", str(e)) from None
     node.metrics.fetch_requests.inc()
-    node.metrics.records_fetched.inc(len(result.records))
+    node.metrics.records_fetched.inc(result.count)
     return Response(result.to_json(), media_type=JSON)

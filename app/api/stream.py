@@ -61,21 +61,18 @@ async def _events(
     yield b"retry: 1000\n\n"
     while True:
         try:
-            result = await replica.fetch(offset, 1000, 1 << 20, KEEPALIVE_MS, committed)
+            events = await replica.read_events(offset, 1000, KEEPALIVE_MS, committed)
         except (PartitionGone, ApiError) as e:
             yield b"event: error\ndata: %b\n\n" % str(e).encode()
             return
-        if not result.records:
+        if not events:
             if await request.is_disconnected():
                 return
             yield b": keepalive\n\n"
             continue
-        first = offset
-        chunks = [
-            b"id: %d\ndata: %b\n\n" % (first + i, rec)
-            for i, rec in enumerate(result.records)
-        ]
-        # Offsets are contiguous within a fetch (no compaction), so ids follow from the start.
-        node.metrics.records_fetched.inc(len(chunks))
-        offset = result.next_offset
-        yield b"".join(chunks)
+        node.metrics.records_fetched.inc(len(events))
+        offset = events[-1][0] + 1
+        yield b"".join(
+            b"id: %d\ndata: %b\n\n" % (off, rec)  # type: ignore[str-format]
+            for off, rec in events
+        )

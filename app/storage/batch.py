@@ -16,12 +16,18 @@ Layout (big-endian), 61-byte header then the records::
     base_sequence    int32   reserved, -1
     record_count     int32
 
-Each record: ``length uint32`` (bytes after it), ``offset_delta uint32``,
-``timestamp int64``, ``key_length int32`` (-1 = null key), the key's UTF-8
-bytes, then ``body``: the JSON object ``{"key":…,"value":…,"headers":{…}}``
-exactly as it will be served. Keeping the body pre-rendered lets a fetch
-build its response by splicing bytes instead of decoding and re-encoding
-JSON, and lets replication copy batches without touching records at all.
+Then a record table, ``record_count`` entries of ``timestamp int64, end
+uint32``, then the records themselves as the JSON text a fetch serves::
+
+    {"offset":0,"timestamp":…,"leader_epoch":…,"key":…,"value":…,"headers":{…}},{"offset":1,…}
+
+Record *i* is the JSON region ``[end[i-1] + 1, end[i])`` (``[0, end[0])`` for
+the first), records separated by one comma. The leader renders each record
+once, when it assigns the offset; afterwards a fetch of any run of records
+of a batch is a single slice of this region (the commas included), so
+serving records costs per batch, not per record, and nothing is decoded or
+re-encoded. Followers copy batches unchanged, so every replica serves the
+same bytes.
 """
 
 from __future__ import annotations
@@ -37,8 +43,10 @@ HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: enough to find the next batch
 CRC_START = 21  # bytes before the first byte covered by the CRC
-RECORD = struct.Struct(">IIqi")
-RECORD_OVERHEAD = RECORD.size  # 20
+ENTRY = struct.Struct(">qI")  # record table: timestamp, end of the record's JSON
+ENTRY_SIZE = ENTRY.size  # 12
+_TAIL = struct.Struct(">hiqqqhii")
+_FRONT = struct.Struct(">qiibI")
 _PREFIX = struct.Struct(">qi")
 _CRC = struct.Struct(">I")
 MAX_BATCH_BYTES = 64 * 1024 * 1024
@@ -89,6 +97,8 @@ class BatchHeader:
             raise CorruptBatchError(f"bad batch length {h.batch_length}")
         if h.record_count < 1 or h.last_offset_delta != h.record_count - 1:
             raise CorruptBatchError("bad record count")
+        if HEADER_SIZE + h.record_count * ENTRY_SIZE > LOG_OVERHEAD + h.batch_length:
+            raise CorruptBatchError("record table larger than the batch")
         if h.base_offset < 0:
             raise CorruptBatchError("negative base offset")
         return h
@@ -108,85 +118,160 @@ def verify_crc(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeade
         raise CorruptBatchError(f"CRC mismatch in batch at offset {header.base_offset}")
 
 
+def render_record(offset: int, timestamp: int, leader_epoch: int, body: bytes) -> bytes:
+    """The served JSON of a record: offset, timestamp and epoch, then ``body``'s fields.
+
+    ``body`` is a JSON object (``{"key":…,"value":…,"headers":…}``).
+    """
+    return b'{"offset":%d,"timestamp":%d,"leader_epoch":%d,%b' % (  # type: ignore[str-format]
+        offset, timestamp, leader_epoch, memoryview(body)[1:],
+    )
+
+
 def encode_batch(
     base_offset: int,
     leader_epoch: int,
     records: Sequence[tuple[bytes | None, bytes, int]],
 ) -> bytes:
-    """Build a batch from ``(key_utf8 | None, body_json, timestamp_ms)`` triples."""
-    if not records:
+    """Build a batch from ``(key_utf8 | None, body_json, timestamp_ms)`` triples.
+
+    The key is inside ``body``; the separate key bytes are accepted for the
+    caller's convenience (partitioning) and not stored twice.
+    """
+    n = len(records)
+    if not n:
         raise ValueError("a batch needs at least one record")
-    parts: list[bytes] = [b""]
-    pack = RECORD.pack
+    rendered: list[bytes] = []
+    table = bytearray(n * ENTRY_SIZE)
+    pack_into = ENTRY.pack_into
+    fmt = b'{"offset":%d,"timestamp":%d,"leader_epoch":%d,%b'
     ts_min = ts_max = records[0][2]
-    for delta, (key, body, ts) in enumerate(records):
+    end = -1
+    for i, (_key, body, ts) in enumerate(records):
         if ts < ts_min:
             ts_min = ts
         elif ts > ts_max:
             ts_max = ts
-        if key is None:
-            parts.append(pack(RECORD_OVERHEAD - 4 + len(body), delta, ts, -1))
-        else:
-            parts.append(pack(RECORD_OVERHEAD - 4 + len(key) + len(body), delta, ts, len(key)))
-            parts.append(key)
-        parts.append(body)
-    body_bytes = b"".join(parts)
-    n = len(records)
-    tail = struct.pack(">hiqqqhii", 0, n - 1, ts_min, ts_max, -1, -1, -1, n) + body_bytes
+        rec = fmt % (base_offset + i, ts, leader_epoch, memoryview(body)[1:])
+        end += len(rec) + 1
+        pack_into(table, i * ENTRY_SIZE, ts, end)
+        rendered.append(rec)
+    tail = _TAIL.pack(0, n - 1, ts_min, ts_max, -1, -1, -1, n) + table + b",".join(rendered)
     crc = crc32c.crc32c(tail)
-    batch_length = 4 + 1 + 4 + len(tail)
-    return struct.pack(">qiibI", base_offset, batch_length, leader_epoch, MAGIC, crc) + tail
+    return _FRONT.pack(base_offset, 4 + 1 + 4 + len(tail), leader_epoch, MAGIC, crc) + tail
+
+
+def _json_region(h: BatchHeader, pos: int) -> int:
+    return pos + HEADER_SIZE + h.record_count * ENTRY_SIZE
 
 
 def iter_records(
     buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None
 ) -> Iterator[tuple[int, int, int, memoryview]]:
-    """Yield ``(offset, timestamp, leader_epoch, body)`` for every record of every batch.
+    """Yield ``(offset, timestamp, leader_epoch, record_json)`` for every record of every batch.
 
     ``buf[pos:end]`` must hold whole batches (as returned by a log read).
+    ``record_json`` is the served JSON object of the record.
     """
     mv = memoryview(buf)
     end = len(buf) if end is None else end
-    unpack_rec = RECORD.unpack_from
+    unpack = ENTRY.unpack_from
     while pos + HEADER_SIZE <= end:
         h = BatchHeader.parse(mv, pos)
         bend = pos + h.size
         if bend > end:
             raise CorruptBatchError("truncated batch")
-        rpos = pos + HEADER_SIZE
+        tpos = pos + HEADER_SIZE
+        region = _json_region(h, pos)
         base, epoch = h.base_offset, h.leader_epoch
-        for _ in range(h.record_count):
-            rlen, delta, ts, klen = unpack_rec(mv, rpos)
-            bstart = rpos + RECORD_OVERHEAD + (klen if klen > 0 else 0)
-            rpos += 4 + rlen
-            yield base + delta, ts, epoch, mv[bstart:rpos]
+        start = 0
+        for i in range(h.record_count):
+            ts, rend = unpack(mv, tpos + i * ENTRY_SIZE)
+            yield base + i, ts, epoch, mv[region + start : region + rend]
+            start = rend + 1
         pos = bend
+
+
+def slice_records(
+    buf: bytes | bytearray | memoryview,
+    start_offset: int,
+    upto_offset: int,
+    max_records: int,
+    max_bytes: int,
+    min_one: bool = True,
+) -> tuple[list[memoryview], int, int, int]:
+    """Served JSON of the records in ``[start_offset, upto_offset)``, one slice per batch.
+
+    Each slice is a comma-separated run of record objects, ready to join
+    with commas into a JSON array. Stops at ``max_records`` or before
+    ``max_bytes`` would be exceeded (with ``min_one`` the first record is
+    taken whatever its size). Returns ``(slices, records, next_offset,
+    bytes)``; ``next_offset`` is ``start_offset`` when nothing was taken.
+    Cost is per batch (a bisect over the record table), not per record.
+    """
+    mv = memoryview(buf)
+    out: list[memoryview] = []
+    taken = size = 0
+    nxt = start_offset
+    pos, end = 0, len(buf)
+    unpack = ENTRY.unpack_from
+    while pos + HEADER_SIZE <= end and taken < max_records:
+        h = BatchHeader.parse(mv, pos)
+        base = h.base_offset
+        if base >= upto_offset:
+            break
+        last = h.next_offset  # exclusive
+        if last <= start_offset:
+            pos += h.size
+            continue
+        tpos = pos + HEADER_SIZE
+        region = _json_region(h, pos)
+        first_i = max(0, start_offset - base)
+        stop_i = min(h.record_count, upto_offset - base, first_i + (max_records - taken))
+        begin = 0 if first_i == 0 else unpack(mv, tpos + (first_i - 1) * ENTRY_SIZE)[1] + 1
+        # Largest stop index within the byte budget: ends are increasing, so bisect.
+        budget = max_bytes - size
+        lo, hi = first_i, stop_i
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if unpack(mv, tpos + (mid - 1) * ENTRY_SIZE)[1] - begin <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        k = lo
+        if k == first_i and min_one and not out and stop_i > first_i:
+            k = first_i + 1  # one record whatever its size
+        if k == first_i:
+            break
+        rend = unpack(mv, tpos + (k - 1) * ENTRY_SIZE)[1]
+        out.append(mv[region + begin : region + rend])
+        taken += k - first_i
+        size += rend - begin + 1
+        nxt = base + k
+        if k < stop_i or nxt >= upto_offset:
+            break
+        pos += h.size
+    return out, taken, nxt, size
 
 
 def iter_keyed_records(
     buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None
 ) -> Iterator[tuple[int, int, bytes | None, memoryview]]:
-    """Like :func:`iter_records` but yields ``(offset, timestamp, key, body)``."""
-    mv = memoryview(buf)
-    end = len(buf) if end is None else end
-    while pos + HEADER_SIZE <= end:
-        h = BatchHeader.parse(mv, pos)
-        rpos = pos + HEADER_SIZE
-        for _ in range(h.record_count):
-            rlen, delta, ts, klen = RECORD.unpack_from(mv, rpos)
-            kstart = rpos + RECORD_OVERHEAD
-            key = bytes(mv[kstart : kstart + klen]) if klen >= 0 else None
-            bstart = kstart + (klen if klen > 0 else 0)
-            rpos += 4 + rlen
-            yield h.base_offset + delta, ts, key, mv[bstart:rpos]
-        pos += h.size
+    """Like :func:`iter_records` but yields ``(offset, timestamp, key, record_json)``.
+
+    Decodes each record's JSON to find the key: for tooling (compaction), not hot paths.
+    """
+    import orjson
+
+    for off, ts, _epoch, rec in iter_records(buf, pos, end):
+        key = orjson.loads(rec).get("key")
+        yield off, ts, key.encode() if isinstance(key, str) else None, rec
 
 
 def record_timestamps(buf: bytes | bytearray | memoryview, pos: int) -> Iterator[tuple[int, int]]:
     """Yield ``(offset, timestamp)`` of the records of the single batch at ``pos``."""
     h = BatchHeader.parse(buf, pos)
-    rpos = pos + HEADER_SIZE
-    for _ in range(h.record_count):
-        rlen, delta, ts, _k = RECORD.unpack_from(buf, rpos)
-        rpos += 4 + rlen
-        yield h.base_offset + delta, ts
+    tpos = pos + HEADER_SIZE
+    for i in range(h.record_count):
+        ts, _end = ENTRY.unpack_from(buf, tpos + i * ENTRY_SIZE)
+        yield h.base_offset + i, ts

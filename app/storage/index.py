@@ -30,6 +30,11 @@ _OFF = struct.Struct(">II")
 _TIME = struct.Struct(">qI")
 
 
+def _u32() -> array[int]:
+    """An array of unsigned 32-bit ints (relative offsets and positions fit by construction)."""
+    return array("I") if array("I").itemsize == 4 else array("L")
+
+
 def fsync_path(path: Path) -> None:
     """fsync a file or directory by path; a missing path is ignored."""
     try:
@@ -53,8 +58,8 @@ class SegmentIndex:
     def __init__(self, offset_path: Path, time_path: Path) -> None:
         self.offset_path = offset_path
         self.time_path = time_path
-        self.rel_offsets = array("q")
-        self.positions = array("q")
+        self.rel_offsets = _u32()
+        self.positions = _u32()
         self.ts_before = array("q")
         self.unsaved = False  # memory differs from the files
 
@@ -71,10 +76,12 @@ class SegmentIndex:
         """Index of the last entry with ``rel_offsets[i] <= rel_offset``; -1 if none."""
         return bisect.bisect_right(self.rel_offsets, rel_offset) - 1
 
-    def lookup_time(self, ts: int) -> int:
-        """Position from which to scan for the first record with timestamp >= ``ts`` (0 if none)."""
-        i = bisect.bisect_left(self.ts_before, ts) - 1
-        return self.positions[i] if i >= 0 else 0
+    def floor_time(self, ts: int) -> int:
+        """Index of the last entry before which every record is older than ``ts``; -1 if none.
+
+        Scanning from that entry finds the first record with timestamp >= ``ts``.
+        """
+        return bisect.bisect_left(self.ts_before, ts) - 1
 
     def truncate_to_position(self, position: int) -> None:
         """Drop entries pointing at or past ``position`` (memory only; call ``save``)."""
@@ -86,8 +93,8 @@ class SegmentIndex:
             self.unsaved = True
 
     def clear(self) -> None:
-        self.rel_offsets = array("q")
-        self.positions = array("q")
+        self.rel_offsets = _u32()
+        self.positions = _u32()
         self.ts_before = array("q")
         self.unsaved = True
 
@@ -122,7 +129,7 @@ class SegmentIndex:
             return False
         if len(off) % _OFF.size or len(tim) % _TIME.size or len(off) // 8 != len(tim) // 12:
             return False
-        rel, pos, tsb = array("q"), array("q"), array("q")
+        rel, pos, tsb = _u32(), _u32(), array("q")
         prev_o = prev_p = -1
         prev_t = -2
         for (o, p), (t, o2) in zip(_OFF.iter_unpack(off), _TIME.iter_unpack(tim), strict=True):

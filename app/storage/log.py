@@ -142,6 +142,7 @@ class PartitionLog:
         self.segments: list[Segment] = []
         self.generation = 0
         self._guard = _ShrinkGuard()
+        self._flush_lock = threading.Lock()
         self._dir_dirty = False
         self._closed = False
         self.epochs = LeaderEpochCache(self.dir / EPOCH_FILE)
@@ -203,8 +204,8 @@ class PartitionLog:
         """Make the epoch cache agree with the recovered log (it may be ahead or lost).
 
         Ahead (a crash lost the batches that introduced an epoch): trimmed.
-        Lost, corrupt or behind the last batch's epoch: rebuilt from every
-        batch header (a walk of headers only; rare).
+        Lost, corrupt, behind the last batch's epoch or starting after the
+        log start: rebuilt from every batch header (a walk of headers only; rare).
         """
         self.epochs.truncate_from_start(self.log_start_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
@@ -212,7 +213,12 @@ class PartitionLog:
             return
         last = next((s for s in reversed(self.segments) if s.size), None)
         last_epoch = last.last_epoch() if last is not None else -1
-        if self.epochs.entries and last_epoch <= self.epochs.latest_epoch:
+        entries_ok = (
+            bool(self.epochs.entries)
+            and self.epochs.entries[0][1] == self.log_start_offset
+            and last_epoch <= self.epochs.latest_epoch
+        )
+        if entries_ok:
             return
         entries: list[tuple[int, int]] = []
         for seg in self.segments:
@@ -231,6 +237,11 @@ class PartitionLog:
     def log_end_offset(self) -> int:
         """Offset the next appended record will get."""
         return self.segments[-1].next_offset
+
+    @property
+    def latest_epoch(self) -> int:
+        """Leader epoch of the last batch; -1 when the log is empty (``ReplicaLog``)."""
+        return self.epochs.latest_epoch
 
     @property
     def size_bytes(self) -> int:
@@ -370,13 +381,15 @@ class PartitionLog:
             for seg in self._segments_from(segments, offset):
                 if seg.base_offset >= upto or (parts and budget <= 0):
                     break
-                chunk = seg.read(max(offset, seg.base_offset), budget, upto, min_one=not parts)
+                chunk, nxt = seg.read_with_next(
+                    max(offset, seg.base_offset), budget, upto, min_one=not parts
+                )
                 if not chunk:
                     break
                 parts.append(chunk)
                 budget -= len(chunk)
-                if seg.next_offset >= upto:
-                    break
+                if nxt >= upto or nxt < seg.next_offset:
+                    break  # done, or cut short inside this segment by max_bytes
             return parts[0] if len(parts) == 1 else b"".join(parts)
 
     @staticmethod
@@ -483,6 +496,7 @@ class PartitionLog:
                     seg.delete()
                 del self.segments[:victims]
                 self.epochs.truncate_from_start(self.log_start_offset)
+                self.epochs.truncate_from_end(self.log_end_offset)  # empty log: no epochs
                 self.recovery_point = max(self.recovery_point, self.log_start_offset)
                 self._dir_dirty = True
         return victims
@@ -495,7 +509,13 @@ class PartitionLog:
         of the descriptors taken under the shared lock, so a concurrent
         retention or truncation never has a file closed under it. If one of
         those ran meanwhile the recovery point is left alone (conservative).
+        Concurrent flushes run one at a time: a second flush must not return
+        while the first is still fsyncing data the second was asked to cover.
         """
+        with self._flush_lock:
+            return self._flush()
+
+    def _flush(self) -> int:
         with self._guard.shared():
             gen = self.generation
             leo = self.log_end_offset
@@ -524,12 +544,16 @@ class PartitionLog:
         return self.recovery_point
 
     def close(self) -> None:
-        """Save indexes and close every file; idempotent. The log is unusable afterwards."""
-        if self._closed:
-            return
-        self._closed = True
-        for seg in self.segments:
-            seg.close()
+        """Save indexes and close every file; idempotent. The log is unusable afterwards.
+
+        Does not fsync: call ``flush`` first if the fsync policy asks for it.
+        """
+        with self._guard.exclusive():  # not under a reader in a worker thread
+            if self._closed:
+                return
+            self._closed = True
+            for seg in self.segments:
+                seg.close()
 
     def delete(self) -> None:
         """Remove the partition's files and directory (topic deletion)."""

@@ -37,6 +37,12 @@ _WALK_CHUNK = 16384
 MAX_RELATIVE_OFFSET = 2**32 - 1
 
 
+def _next_offset(buf: bytes, pos: int) -> int:
+    """Offset after the batch whose header starts at ``buf[pos]``."""
+    fields = _HEAD.unpack_from(buf, pos)
+    return int(fields[0]) + int(fields[6]) + 1
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
@@ -71,6 +77,7 @@ class Segment:
         self._bytes_since_index = 0
         self.dirty = False  # log bytes written since the last fsync
         self.index_unsynced = False  # index files saved since the last fsync
+        self.index_suspect = False  # an entry did not match the log (see position_of)
 
     # ---- opening -------------------------------------------------------------------------
     @classmethod
@@ -225,9 +232,15 @@ class Segment:
     def append(self, data: bytes | memoryview, headers: list[BatchHeader], now_ms: int) -> None:
         """Append one or more whole, already validated batches that continue this segment."""
         pos = self.size
-        written = os.write(self.fd, data)
-        while written < len(data):  # short writes are rare but legal
-            written += os.write(self.fd, memoryview(data)[written:])
+        try:
+            written = os.write(self.fd, data)
+            while written < len(data):  # short writes are rare but legal
+                written += os.write(self.fd, memoryview(data)[written:])
+        except OSError:
+            # ENOSPC/EIO midway: cut what was written so the file still ends
+            # where ``size`` says (the next append lands there, O_APPEND).
+            os.ftruncate(self.fd, pos)
+            raise
         for h in headers:
             self._track(pos, h)
             pos += h.size
@@ -238,8 +251,14 @@ class Segment:
         self.next_offset = headers[-1].next_offset  # last: see the module docstring
 
     def seal(self) -> None:
-        """The segment stops being active: persist its indexes for the next start."""
-        if self.index.unsaved:
+        """The segment stops being active: persist its indexes for the next start.
+
+        An index caught pointing at the wrong batch is not saved; its files
+        are removed so the next start rebuilds them from the log.
+        """
+        if self.index_suspect:
+            self.index.delete_files()
+        elif self.index.unsaved:
             self.index.save()
             self.index_unsynced = True
 
@@ -299,25 +318,29 @@ class Segment:
         from the start instead, so a bad index costs time, never wrong data.
         """
         limit = self.size if limit is None else limit
-        i = self.index.floor(offset - self.base_offset)
-        if i >= 0:
-            start, expect = self.index.positions[i], self.base_offset + self.index.rel_offsets[i]
-        else:
-            start, expect = 0, self.base_offset
-        first = True
-        for pos, base, nxt, _size, _ts, _e in self.walk(start, limit):
-            if first and base != expect:
-                return self._position_by_scan(offset, limit)
-            first = False
+        for pos, _base, nxt, _size, _ts, _e in self._walk_from_entry(
+            self.index.floor(offset - self.base_offset), limit
+        ):
             if nxt > offset:
                 return pos
         return None
 
-    def _position_by_scan(self, offset: int, limit: int) -> int | None:
-        for pos, _base, nxt, _size, _ts, _e in self.walk(0, limit):
-            if nxt > offset:
-                return pos
-        return None
+    def _walk_from_entry(self, i: int, limit: int) -> Iterator[WalkEntry]:
+        """Walk from index entry ``i`` (-1: the start), or from the start if it is wrong."""
+        if i < 0:
+            yield from self.walk(0, limit)
+            return
+        start, expect = self.index.positions[i], self.base_offset + self.index.rel_offsets[i]
+        it = self.walk(start, limit)
+        first = next(it, None)
+        if first is None:
+            return
+        if first[1] != expect:
+            self.index_suspect = True
+            yield from self.walk(0, limit)
+            return
+        yield first
+        yield from it
 
     def read(self, offset: int, max_bytes: int, upto_offset: int, *, min_one: bool = True) -> bytes:
         """Whole batches from the one containing ``offset``, at most ``max_bytes`` in all.
@@ -326,43 +349,57 @@ class Segment:
         than ``max_bytes``. Batches that start at or past ``upto_offset`` are
         never returned. Returns b"" when nothing qualifies.
         """
+        return self.read_with_next(offset, max_bytes, upto_offset, min_one=min_one)[0]
+
+    def read_with_next(
+        self, offset: int, max_bytes: int, upto_offset: int, *, min_one: bool = True
+    ) -> tuple[bytes, int]:
+        """Like :meth:`read`, plus the offset after the last batch returned (-1 if none).
+
+        The log reads on into the next segment only when that offset is
+        this segment's end: a read cut short by ``max_bytes`` must not skip
+        the rest of the segment.
+        """
         limit = self.size  # snapshot: appends may race with a reader thread
         if upto_offset <= self.base_offset:
-            return b""
+            return b"", -1
         start = self.position_of(offset, limit)
         if start is None:
-            return b""
+            return b"", -1
         hi = limit
         j = self.index.floor(upto_offset - self.base_offset) + 1
         if j < len(self.index):  # that entry's batch starts past upto_offset
             hi = min(hi, self.index.positions[j])
         buf = os.pread(self.fd, min(max(max_bytes, 0), hi - start), start) if hi > start else b""
         end = 0
+        last = -1
         n = len(buf)
-        while end + LOG_OVERHEAD <= n:
+        while end + _HEAD_SIZE <= n:
             base, length = _PREFIX.unpack_from(buf, end)
             nxt = end + LOG_OVERHEAD + length
             if base >= upto_offset or nxt > n:
                 break
-            end = nxt
+            last, end = end, nxt
         if end:
-            return buf if end == n else buf[:end]
+            return (buf if end == n else buf[:end]), _next_offset(buf, last)
         if not min_one:
-            return b""
-        head = os.pread(self.fd, LOG_OVERHEAD, start)
-        if len(head) < LOG_OVERHEAD:
-            return b""
-        base, length = _PREFIX.unpack(head)
+            return b"", -1
+        head = os.pread(self.fd, _HEAD_SIZE, start)
+        if len(head) < _HEAD_SIZE:
+            return b"", -1
+        base, length = _PREFIX.unpack_from(head)
         if base >= upto_offset:
-            return b""
-        return os.pread(self.fd, LOG_OVERHEAD + length, start)
+            return b"", -1
+        return os.pread(self.fd, LOG_OVERHEAD + length, start), _next_offset(head, 0)
 
     def offset_for_timestamp(self, ts: int) -> int | None:
         """Offset of the first record (offset order) with timestamp >= ``ts``; None if none."""
         if self.max_timestamp < ts:
             return None
         limit = self.size
-        for pos, _base, _nxt, size, mts, _e in self.walk(self.index.lookup_time(ts), limit):
+        for pos, _base, _nxt, size, mts, _e in self._walk_from_entry(
+            self.index.floor_time(ts), limit
+        ):
             if mts < ts:
                 continue
             raw = os.pread(self.fd, size, pos)

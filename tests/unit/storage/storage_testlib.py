@@ -24,15 +24,28 @@ def records(first: int, count: int, ts: int | list[int], pad: int = 0) -> list[R
     ]
 
 
+def unrender(offset: int, ts: int, epoch: int, served: bytes | memoryview) -> bytes:
+    """The body a record was appended with, from its served JSON.
+
+    Checks the served prefix carries exactly this record's offset, timestamp
+    and leader epoch (what a fetch returns without decoding anything).
+    """
+    served = bytes(served)
+    prefix = b'{"offset":%d,"timestamp":%d,"leader_epoch":%d,' % (offset, ts, epoch)
+    assert served.startswith(prefix), (served[:80], prefix)
+    return b"{" + served[len(prefix):]
+
+
+def decoded(data: bytes) -> list[tuple[int, int, int, bytes]]:
+    """``(offset, timestamp, epoch, body)`` of every record in raw batches."""
+    return [(o, ts, e, unrender(o, ts, e, b)) for o, ts, e, b in iter_records(data)]
+
+
 def read_all(log: PartitionLog, offset: int | None = None, upto: int | None = None,
              max_bytes: int = BIG) -> list[tuple[int, int, int, bytes]]:
     """Every record at or after ``offset`` (default: log start) as plain tuples."""
     start = log.log_start_offset if offset is None else offset
-    return [
-        (o, ts, e, bytes(b))
-        for o, ts, e, b in iter_records(log.read(start, max_bytes, upto))
-        if o >= start
-    ]
+    return [r for r in decoded(log.read(start, max_bytes, upto)) if r[0] >= start]
 
 
 def batch_layout(data: bytes) -> list[BatchHeader]:

@@ -93,10 +93,12 @@ def test_max_bytes_caps_every_read_except_a_lone_first_batch(log: PartitionLog) 
     fill(log, 80, seed=4)
     leo = log.log_end_offset
     for off in range(0, leo, 3):
-        for max_bytes in (0, 1, 60, 200, 700, 2500, 5000, 9000):
+        for max_bytes in (0, 1, 60, 200, 250, 333, 700, 1111, 2500, 5000, 9000):
             data = log.read(off, max_bytes)
             heads = batch_layout(data)
             assert heads, (off, max_bytes)
+            offs = [o for o, *_ in iter_records(data)]
+            assert offs == list(range(heads[0].base_offset, heads[-1].next_offset))
             if len(heads) > 1:
                 assert len(data) <= max_bytes
             else:
@@ -340,6 +342,18 @@ def test_flush_and_recovery_point(tmp_path: Path) -> None:
     assert log.flush() == log.log_end_offset == log.recovery_point
     log.truncate_to(5)
     assert log.recovery_point == log.log_end_offset <= 5
+    fill(log, 20, seed=3)
+    assert log.recovery_point <= 5  # appended, not flushed
+    log.close()
+    # Reopened after an unclean stop: everything from the checkpoint on is
+    # verified and fsynced, so the recovery point starts at the log end.
+    log = PartitionLog(tmp_path / "p", small_config(segment_bytes=700, retention_bytes=0),
+                       recovery_point=3)
+    assert log.recovery_point == log.log_end_offset
+    log.truncate_to(log.log_end_offset - 1)
+    assert log.recovery_point == log.log_end_offset
+    log.enforce_retention(0, log.log_end_offset)
+    assert log.log_start_offset <= log.recovery_point <= log.log_end_offset
     log.close()
     log.close()  # idempotent
 

@@ -160,7 +160,7 @@ def test_gap_between_segments_drops_the_rest(tmp_path: Path) -> None:
 CORRUPTIONS = {
     "offset index missing": lambda p: p.with_suffix(".index").unlink(),
     "time index missing": lambda p: p.with_suffix(".timeindex").unlink(),
-    "both missing": lambda p: (p.with_suffix(".index").unlink(), p.with_suffix(".timeindex").unlink()),
+    "both missing": lambda p: [p.with_suffix(s).unlink() for s in (".index", ".timeindex")],
     "offset index torn": lambda p: _chop(p.with_suffix(".index"), 3),
     "time index torn": lambda p: _chop(p.with_suffix(".timeindex"), 5),
     "offset index zeroed": lambda p: _zero(p.with_suffix(".index")),
