@@ -22,9 +22,23 @@ Public interface::
     log.add_apply_listener(cb)             # cb(index, updates) per applied change set, in order
     await log.stop()
 
-Values must be JSON-serialisable. Files live in ``data_dir/raft/`` (meta.json,
-log.jsonl, snapshot.json); the log is compacted into a snapshot every
-``max_log_entries`` applied entries, so restart replays a bounded tail.
+Values must be JSON-serialisable (tuples come back as lists). Files live in
+``data_dir/raft/`` (meta.json, log.jsonl, snapshot.json, LOCK).
+
+Bounding the log (FINDINGS 13; Raft §7). Every ``max_log_entries`` applied entries a node
+writes its whole applied state (plus the request-id table and any half-received split
+change set) as one fsynced snapshot at the last applied index, then drops the log prefix
+except the newest ``max_log_entries // 2`` covered entries. Restart loads the snapshot and
+at most ~1.5 x ``max_log_entries`` entries, so its cost follows the state size, not the
+cluster's age (``bench/raft_replay.py``). A follower behind the leader's log base
+receives the snapshot over raft's own encrypted UDP channel, in datagram-sized chunks,
+stop-and-wait, with the usual term checks (``install_snapshot``): it needs no second
+transport, no HTTP endpoint or credentials outside this package, and a follower only a
+little behind still catches up by AppendEntries thanks to the retained entries. The cost
+is throughput (one ~44 KB chunk per round trip), fine for metadata of a few MB.
+
+Not supported: membership changes (the voter set is fixed), pre-vote, leader leases
+(reads go through ``barrier``), observers running raft (they learn metadata over HTTP).
 """
 
 from . import patches as _patches

@@ -84,15 +84,19 @@ class RaftMetadataLog:
     def __init__(self, settings: RaftSettings) -> None:
         if settings.node_id not in settings.voters:
             raise ValueError(
-                f"node {settings.node_id} is not in the voter set {sorted(settings.voters)}: "
-                "observers do not run raft"
+                f"node {settings.node_id} is not in the voter set {sorted(settings.voters)}: observers do not run raft"
             )
-        if settings.voters[settings.node_id] != settings.raft_addr:
+        if tuple(settings.voters[settings.node_id]) != tuple(settings.raft_addr):
             raise ValueError("raft_addr must equal this node's entry in voters")
+        if any(host in ("0.0.0.0", "") for host, _ in settings.voters.values()):
+            # raftos names peers by the source address of their datagrams
+            raise ValueError("voter raft addresses must be routable, not a wildcard")
         self.settings = settings
         self.directory = Path(settings.data_dir) / "raft"
         self._budget = SizeBudget(settings.max_datagram_bytes)
         self._ids = {_raft_id(addr): node_id for node_id, addr in settings.voters.items()}
+        if len(self._ids) != len(settings.voters):
+            raise ValueError("two voters share one raft address")
         self._self_raft_id = _raft_id(settings.raft_addr)
         self._write_lock = asyncio.Lock()
         self._apply_listeners: list[ApplyListener] = []
@@ -112,8 +116,7 @@ class RaftMetadataLog:
         global _ACTIVE
         if _ACTIVE is not None:
             raise RuntimeError(
-                "a raft node is already running in this process (raftos keeps "
-                "its state on class attributes)"
+                "a raft node is already running in this process (raftos keeps its state on class attributes)"
             )
         patches.install()
         self._lock = DirLock(self.directory)
@@ -192,11 +195,7 @@ class RaftMetadataLog:
     def is_leader(self) -> bool:
         """True when we lead *and* this term's no-op is applied (our state is current)."""
         role = self._role
-        return (
-            isinstance(role, rs.Leader)
-            and hasattr(role, "noop_index")
-            and role.log.last_applied >= role.noop_index
-        )
+        return isinstance(role, rs.Leader) and hasattr(role, "noop_index") and role.log.last_applied >= role.noop_index
 
     @property
     def leader_id(self) -> int | None:
@@ -210,7 +209,7 @@ class RaftMetadataLog:
         leader = rs.State.get_leader()
         if leader is None:
             return None
-        silent_s = asyncio.get_running_loop().time() - self._node.state.last_leader_contact
+        silent_s = self._node.loop.time() - self._node.state.last_leader_contact
         if silent_s > config.step_down_interval:
             return None
         return self._ids.get(str(leader))
@@ -298,8 +297,7 @@ class RaftMetadataLog:
         commands = self._budget.split_updates(dict(updates), request_id, txn)
         if commands is None:
             raise CommandTooLarge(
-                f"a single key's value exceeds the {self.settings.max_datagram_bytes}-byte "
-                "encrypted datagram limit"
+                f"a single key's value exceeds the {self.settings.max_datagram_bytes}-byte encrypted datagram limit"
             )
         self._require_leader()
         try:

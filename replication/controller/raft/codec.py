@@ -125,9 +125,7 @@ class SizeBudget:
         """Whether an AppendEntries carrying just ``entry`` fits in one datagram."""
         return len(dumps([entry])) <= self.entries
 
-    def split_updates(
-        self, updates: dict[str, Any], rid: str | None, txn: str
-    ) -> list[dict[str, Any]] | None:
+    def split_updates(self, updates: dict[str, Any], rid: str | None, txn: str) -> list[dict[str, Any]] | None:
         """Commands (as in ``machine``) carrying ``updates`` in as few entries as fit.
 
         Returns None when one key's update alone cannot fit (the caller raises
@@ -150,10 +148,7 @@ class SizeBudget:
             groups[-1][key] = value
             used += size
         n = len(groups)
-        return [
-            {"op": "set", "u": g, "rid": rid, "txn": txn, "part": i, "parts": n}
-            for i, g in enumerate(groups)
-        ]
+        return [{"op": "set", "u": g, "rid": rid, "txn": txn, "part": i, "parts": n} for i, g in enumerate(groups)]
 
     def pack_entries(self, entries: list[dict[str, Any]]) -> int:
         """How many of ``entries`` (a prefix, at least one) fit in one AppendEntries."""

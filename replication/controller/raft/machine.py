@@ -66,7 +66,9 @@ class KeyValueMachine:
         parts = int(command.get("parts", 1))
         part = int(command.get("part", 0))
         updates: dict[str, Any] = command["u"]
-        if parts > 1:
+        if parts == 1:
+            self._pending = None  # a change set left half-way can never resume after this
+        else:
             pending = self._pending
             if part == 0:
                 pending = self._pending = {"txn": command["txn"], "next": 0, "u": {}}

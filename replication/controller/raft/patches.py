@@ -51,9 +51,7 @@ def check_version() -> None:
 
     if not cryptors.crypto_enabled:
         # raftos silently falls back to plaintext UDP when cryptography fails to import.
-        raise RaftVersionError(
-            "the cryptography package does not import: raft would be unencrypted"
-        )
+        raise RaftVersionError("the cryptography package does not import: raft would be unencrypted")
 
 
 @dataclass

@@ -159,12 +159,17 @@ def maybe_compact(role: Any) -> None:
     ``CompactingLog`` repairs at load.
     """
     limit = RUNTIME.max_log_entries
-    log = role.log
-    if limit is None or log.last_applied - log.base_index < limit:
+    log, snapshots = role.log, role.state.snapshots
+    if limit is None or log.last_applied - snapshots.index < limit:
         return
     snap = role.state_machine.to_snapshot()
-    role.state.snapshots.save(snap)
-    log.compact_to(snap["index"], snap["term"])
+    snapshots.save(snap)
+    # Keep the newest half of the entries the snapshot covers: a follower a little behind
+    # (a lost datagram, a slow disk) catches up with AppendEntries; only one that is more
+    # than that behind needs the whole snapshot. The log holds <= 1.5 x limit entries.
+    cut = snap["index"] - limit // 2
+    if cut > log.base_index:
+        log.compact_to(cut, log.term_at(cut))
     RUNTIME.snapshots_taken += 1
 
 
@@ -250,8 +255,10 @@ def follower_on_receive_append_entries(self: Any, data: dict[str, Any]) -> None:
         skip = min(log.base_index - prev, len(entries))
         entries = entries[skip:]
         prev += skip
-        if prev < log.base_index:  # everything in the message is already in our snapshot
-            _reply(self, data, success=True, last_log_index=prev)
+        if prev < log.base_index:
+            # Everything in the message is already in our snapshot. Entries up to our base
+            # are committed, hence identical on every server: report the base as matched.
+            _reply(self, data, success=True, last_log_index=log.base_index)
             return
     elif prev > log.last_log_index or log.term_at(prev) != data["prev_log_term"]:
         hint = min(log.last_log_index, prev - 1)
@@ -447,9 +454,9 @@ def _send_entries(leader: Any, follower: str) -> None:
 
 
 def _send_snapshot_chunk(leader: Any, follower: str) -> None:
-    log = leader.log
-    blob = leader.state.snapshots.blob()
-    index, term = log.base_index, log.base_term
+    snapshots = leader.state.snapshots
+    blob = snapshots.blob()
+    index, term = snapshots.index, snapshots.term  # at or after the log's base
     at = leader.snapshot_offsets.get(follower)
     offset = at[1] if at is not None and at[0] == index else 0
     chunk = blob[offset : offset + RUNTIME.budget.snapshot_chunk]
@@ -502,7 +509,9 @@ def leader_on_receive_append_entries_response(self: Any, data: dict[str, Any]) -
             self.update_commit_index()
     else:
         hint = int(data.get("last_log_index", log.next_index[follower] - 1))
-        log.next_index[follower] = max(1, min(log.next_index[follower] - 1, hint + 1))
+        backed_up = min(log.next_index[follower] - 1, hint + 1)
+        # a late duplicate failure must not back up below what the follower acknowledged
+        log.next_index[follower] = max(1, log.match_index[follower] + 1, backed_up)
     next_index = log.next_index[follower]
     if log.last_log_index >= next_index or next_index <= log.base_index:
         _spawn(self.append_entries(destination=follower))
@@ -586,9 +595,7 @@ async def node_start(self: Any) -> None:
     """Bind the UDP endpoint, keeping the protocol so ``stop`` can end its sender task."""
     from raftos.network import UDPProtocol
 
-    protocol = UDPProtocol(
-        queue=self.requests, request_handler=self.request_handler, loop=self.loop
-    )
+    protocol = UDPProtocol(queue=self.requests, request_handler=self.request_handler, loop=self.loop)
     self.transport, self.protocol = await self.loop.create_datagram_endpoint(
         protocol, local_addr=(self.host, self.port)
     )

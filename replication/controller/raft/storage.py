@@ -136,39 +136,44 @@ class DurableTermStore:
 
 
 class CompactingLog:
-    """Replacement for raftos ``Log``: indices start at 1 after an optional snapshot base.
+    """Replacement for raftos ``Log``: indices start at 1 after an optional compacted base.
 
-    ``base_index``/``base_term`` describe the last entry folded into the snapshot (Raft §7);
+    ``base_index``/``base_term`` describe the last entry dropped from the log; the snapshot
+    (Raft §7) is at or after it — entries between the two are kept on purpose so a follower
+    slightly behind still catches up with AppendEntries instead of a whole snapshot;
     ``log[base_index]`` returns a stand-in entry with the base term so ``prev_log_term``
     lookups keep working; lower indices raise ``IndexError`` (compacted).
     Truncation (``erase_from``) cuts the file at a remembered byte offset instead of
     rewriting it (raftos rewrote the whole log on every stale AppendEntries, FINDINGS 2).
     """
 
-    def __init__(self, directory: Path, base_index: int = 0, base_term: int = 0) -> None:
+    def __init__(self, directory: Path, snap_index: int = 0, snap_term: int = 0) -> None:
         self.path = directory / LOG_FILE
-        self.base_index = base_index
-        self.base_term = base_term
+        self.base_index = 0
+        self.base_term = 0
         self.cache: list[dict[str, Any]] = []
         self._offsets: list[int] = []  # byte offset where entry i (0-based in cache) starts
         self.commit_index = 0
         self.last_applied = 0
-        self._load(base_index, base_term)
-        if self.base_index != base_index:
+        self._load()
+        if self.base_index > snap_index:
             # The log is compacted only after its snapshot is durable, so its base can
             # never be ahead of the snapshot: the snapshot file was lost or replaced.
-            raise StorageCorrupt(
-                f"{self.path}: log base {self.base_index} != snapshot {base_index}"
-            )
-        self.commit_index = self.base_index
-        self.last_applied = self.base_index
+            raise StorageCorrupt(f"{self.path}: log base {self.base_index} > snapshot {snap_index}")
+        if self.term_at(snap_index) != snap_term:
+            # A snapshot installed from the leader, and the crash came before the log was
+            # rewritten (or our tail diverges from it): the log restarts at the snapshot.
+            self.compact_to(snap_index, snap_term)
+        # Entries up to the snapshot are applied (they live in the state machine).
+        self.commit_index = snap_index
+        self.last_applied = snap_index
         self.next_index: dict[str, int] | None = None
         self.match_index: dict[str, int] | None = None
 
     # -- loading -------------------------------------------------------------------------
-    def _load(self, snap_index: int, snap_term: int) -> None:
+    def _load(self) -> None:
         if not self.path.exists():
-            self._rewrite(snap_index, snap_term, [])
+            self._rewrite(0, 0, [])
             return
         raw = self.path.read_bytes()
         lines = raw.split(b"\n")
@@ -196,9 +201,6 @@ class CompactingLog:
                 os.fsync(f.fileno())
         self.base_index, self.base_term = base_index, base_term
         self.cache, self._offsets = entries, offsets
-        if snap_index > self.base_index:
-            # The snapshot was written but the crash came before the log was compacted.
-            self.compact_to(snap_index, snap_term)
 
     def _rewrite(self, base_index: int, base_term: int, entries: list[dict[str, Any]]) -> None:
         header = dumps({"base_index": base_index, "base_term": base_term}) + b"\n"
@@ -271,9 +273,7 @@ class CompactingLog:
     def erase_from(self, index: int) -> None:
         """Drop entry ``index`` and all after it; never a committed one (Raft §5.3, §5.4)."""
         if index <= self.commit_index:
-            raise AssertionError(
-                f"refusing to erase committed entry {index} <= {self.commit_index}"
-            )
+            raise AssertionError(f"refusing to erase committed entry {index} <= {self.commit_index}")
         pos = index - self.base_index - 1
         if pos >= len(self.cache):
             return
@@ -295,7 +295,7 @@ class CompactingLog:
 
     # -- compaction --------------------------------------------------------------------------
     def compact_to(self, index: int, term: int) -> None:
-        """Fold entries up to ``index`` into the snapshot base (the snapshot is durable first).
+        """Drop entries up to ``index`` (a snapshot covering them must be durable first).
 
         Entries after ``index`` are kept when ours has ``term`` at ``index`` (Raft §7 rule 6);
         otherwise the log is discarded and restarts at the snapshot.
@@ -359,7 +359,5 @@ class SnapshotStore:
     def blob(self) -> bytes:
         """Bytes of the current snapshot; an empty-state snapshot at index 0 if none."""
         if self._blob is None:
-            self._blob = dumps(
-                {"index": 0, "term": 0, "state": {}, "requests": [], "pending": None}
-            )
+            self._blob = dumps({"index": 0, "term": 0, "state": {}, "requests": [], "pending": None})
         return self._blob

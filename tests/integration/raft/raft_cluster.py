@@ -104,9 +104,7 @@ class RaftCluster:
 
     def start(self, *node_ids: int, extra: list[str] | None = None) -> None:
         for i in node_ids or self.ids:
-            self.nodes[i] = NodeProcess(
-                i, self.voters, self.data_dir(i), self.extra + (extra or [])
-            )
+            self.nodes[i] = NodeProcess(i, self.voters, self.data_dir(i), self.extra + (extra or []))
 
     def kill(self, node_id: int) -> None:
         self.nodes.pop(node_id).kill()
@@ -129,8 +127,7 @@ class RaftCluster:
             time.sleep(0.05)
         raise AssertionError(f"no leader within {deadline_s}s: {self.statuses()}")
 
-    def propose(self, updates: dict[str, Any], request_id: str | None = None,
-                deadline_s: float = 30.0) -> int:
+    def propose(self, updates: dict[str, Any], request_id: str | None = None, deadline_s: float = 30.0) -> int:
         """Propose on whoever leads, retrying NotLeader during elections."""
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:
@@ -140,6 +137,17 @@ class RaftCluster:
                 return int(reply["index"])
             time.sleep(0.05)
         raise AssertionError("proposal did not commit in time")
+
+    def propose_many(self, count: int, keys: int, deadline_s: float = 120.0) -> None:
+        """``count`` sequential proposals (seq=i, k{i % keys}=i), resuming on whoever leads
+        after an election (request ids make a resumed proposal idempotent)."""
+        done = 0
+        end = time.monotonic() + deadline_s
+        while done < count:
+            assert time.monotonic() < end, f"only {done}/{count} proposals in {deadline_s}s"
+            leader = self.wait_leader(max(1.0, end - time.monotonic()))
+            reply = self.nodes[leader].call("propose_many", count=count, keys=keys, start=done, timeout_s=deadline_s)
+            done = int(reply.get("done", done))
 
     def wait_converged(self, deadline_s: float = 30.0) -> dict[str, Any]:
         """Poll until every running node has applied the same state; return it."""

@@ -49,10 +49,15 @@ async def handle(log: RaftMetadataLog, req: dict[str, Any]) -> dict[str, Any]:
             index = await log.propose(req["updates"], req.get("request_id"))
             return {"ok": True, "index": index}
         if op == "propose_many":
-            last = 0
-            for i in range(req["count"]):
-                last = await log.propose({f"k{i % req.get('keys', 10)}": i, "seq": i})
-            return {"ok": True, "index": last}
+            # sequential proposals start..count-1; on failure report how far we got
+            last, i = 0, int(req.get("start", 0))
+            try:
+                while i < req["count"]:
+                    last = await log.propose({f"k{i % req.get('keys', 10)}": i, "seq": i}, f"m{i}")
+                    i += 1
+            except (NotLeaderError, ProposalTimeout) as exc:
+                return {"ok": False, "error": type(exc).__name__, "done": i}
+            return {"ok": True, "index": last, "done": i}
         if op == "barrier":
             await log.barrier()
             return {"ok": True, "applied": log.applied_index}

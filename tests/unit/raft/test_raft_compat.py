@@ -56,9 +56,7 @@ def test_only_the_adapter_imports_raftos() -> None:
 
 
 @pytest.mark.parametrize("patched", [True, False], ids=["patched", "unpatched"])
-async def test_f1_node_constructs_without_queue_loop_argument(
-    tmp_path: Path, patched: bool
-) -> None:
+async def test_f1_node_constructs_without_queue_loop_argument(tmp_path: Path, patched: bool) -> None:
     raftos.configure({"log_path": str(tmp_path)})
     loop = asyncio.get_running_loop()
     ctx = patches.without("F1") if not patched else _null()
@@ -111,9 +109,7 @@ def test_f3_msgpack_serializer_round_trips() -> None:
 
 
 @pytest.mark.parametrize("patched", [True, False], ids=["patched", "unpatched"])
-async def test_f4_replicated_dict_mutators_lock(
-    monkeypatch: pytest.MonkeyPatch, patched: bool
-) -> None:
+async def test_f4_replicated_dict_mutators_lock(monkeypatch: pytest.MonkeyPatch, patched: bool) -> None:
     store: dict[str, Any] = {}
 
     async def get_value(cls: Any, name: str) -> Any:

@@ -28,9 +28,7 @@ def setcmd(key: str, value: object) -> dict[str, object]:
 
 
 @PATCHED
-async def test_restarted_voter_does_not_vote_twice_in_one_term(
-    tmp_path: Path, patched: bool
-) -> None:
+async def test_restarted_voter_does_not_vote_twice_in_one_term(tmp_path: Path, patched: bool) -> None:
     """FINDINGS 4 / r07 S1 (V1): votedFor survives a restart, so one term has one leader."""
     with maybe_without(patched, "V1"):
         net = SimNet(tmp_path, [1, 2, 3])
@@ -55,9 +53,7 @@ async def test_restarted_voter_does_not_vote_twice_in_one_term(
 
 
 @PATCHED
-async def test_delayed_duplicate_append_entries_keeps_committed_entry(
-    tmp_path: Path, patched: bool
-) -> None:
+async def test_delayed_duplicate_append_entries_keeps_committed_entry(tmp_path: Path, patched: bool) -> None:
     """FINDINGS 2 / r07 S2 (B2): a late duplicate AppendEntries must not truncate the log.
 
     Unpatched, raftos erases from prev_log_index + 1; the adapter's log refuses to erase a
@@ -118,9 +114,7 @@ async def test_four_node_split_vote_elects_nobody(tmp_path: Path, patched: bool)
 
 
 @PATCHED
-async def test_new_leader_commits_older_term_entries_after_full_restart(
-    tmp_path: Path, patched: bool
-) -> None:
+async def test_new_leader_commits_older_term_entries_after_full_restart(tmp_path: Path, patched: bool) -> None:
     """FINDINGS 3 / r09a (B1): after a restart the new leader commits its no-op and,
     with it, the previous term's uncommitted tail (Raft §5.4.2)."""
     with maybe_without(patched, "B1"):
@@ -144,9 +138,7 @@ async def test_new_leader_commits_older_term_entries_after_full_restart(
 
 
 @PATCHED
-async def test_stale_append_entries_reply_does_not_count_towards_commit(
-    tmp_path: Path, patched: bool
-) -> None:
+async def test_stale_append_entries_reply_does_not_count_towards_commit(tmp_path: Path, patched: bool) -> None:
     """B3 + L2: a reply from an earlier term, or a late duplicate, says nothing about
     the follower's log now; counting it would commit an entry a majority does not hold."""
     with maybe_without(patched, "B3"):
@@ -222,3 +214,26 @@ async def test_partitioned_old_leader_read_needs_a_barrier(tmp_path: Path) -> No
     with pytest.raises(LeadershipLost):
         barrier.result()
     net.stop()
+
+
+@PATCHED
+async def test_deposed_leader_sends_nothing_in_the_new_term(tmp_path: Path, patched: bool) -> None:
+    """L1 (found while porting): raftos's ``validate_term`` demotes a leader and then lets
+    already scheduled sends run; raftos's AppendEntries reads ``storage.term`` at send
+    time, so the old leader spoke *in the new term* as its leader (two leaders, one term).
+    The patched leader pins its term and checks it is still the active role."""
+    with maybe_without(patched, "B4"):
+        net = SimNet(tmp_path, [1, 2, 3])
+        await net.elect(1, {2, 3})
+        await net.settle({1, 2, 3})
+        net.st(3).to_candidate()  # term 2
+        await flush()
+        vote_request = net.take(3, 1, "request_vote")
+        net.outbox.clear()
+        net.st(1).state.append_command(setcmd("x", 1))  # schedules AppendEntries...
+        net.deliver(vote_request)  # ...but a term-2 message is handled first
+        await flush()
+        sent = [m[2]["term"] for m in net.outbox if m[0] == 1 and m[2]["type"] == "append_entries"]
+        net.stop()
+    assert net.role(1) == "Follower"
+    assert (2 in sent) is not patched

@@ -89,13 +89,15 @@ def test_compaction_keeps_indices_and_the_matching_suffix(tmp_path: Path) -> Non
     assert (again.base_index, again.last_log_index) == (9, 9)
 
 
-def test_log_behind_snapshot_is_repaired_at_load(tmp_path: Path) -> None:
-    """Crash after the snapshot was written and before the log was compacted."""
+def test_log_is_reconciled_with_its_snapshot_at_load(tmp_path: Path) -> None:
     log = CompactingLog(tmp_path)
     for i in range(1, 6):
         log.write(1, {"i": i})
-    again = CompactingLog(tmp_path, 3, 1)
-    assert (again.base_index, again.last_log_index) == (3, 5)
+    again = CompactingLog(tmp_path, 3, 1)  # snapshot at 3; the log keeps 1..5 on purpose
+    assert (again.base_index, again.last_log_index, again.last_applied) == (0, 5, 3)
+    # crash after a snapshot from the leader was saved, before the log was rewritten
+    again = CompactingLog(tmp_path, 9, 2)
+    assert (again.base_index, again.last_log_index, again.commit_index) == (9, 9, 9)
     with pytest.raises(StorageCorrupt):
         CompactingLog(tmp_path, 0, 0)  # a log ahead of its snapshot: the snapshot was lost
 
@@ -121,9 +123,7 @@ def test_raftos_storage_loses_term_and_vote_on_crash_mid_write(tmp_path: Path) -
     assert Path(st.filename).read_bytes() == b""  # term 5 and the vote are gone
 
 
-def test_term_store_survives_crash_mid_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_term_store_survives_crash_mid_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     st = DurableTermStore(tmp_path)
     st.update({"term": 5, "voted_for": "127.0.0.1:2"})
 
@@ -138,9 +138,7 @@ def test_term_store_survives_crash_mid_write(
     assert (again.term, again.voted_for) == (5, "127.0.0.1:2")
 
 
-def test_term_store_fsyncs_and_clears_vote_with_new_term(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_term_store_fsyncs_and_clears_vote_with_new_term(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
     real = os.fsync
     monkeypatch.setattr(storage.os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
