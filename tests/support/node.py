@@ -129,9 +129,16 @@ class NodeProcess:
 class ClusterProcesses:
     """N nodes, all controller voters, on free loopback ports (HTTP and raft UDP)."""
 
-    def __init__(self, base_dir: Path, n: int = 3, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        base_dir: Path,
+        n: int = 3,
+        env: Mapping[str, str] | None = None,
+        observers: int = 0,
+    ) -> None:
+        """``n`` voters (ids 1..n), then ``observers`` brokers outside the voter set."""
         self.secret = "test-secret-" + base_dir.name
-        ports = [free_port() for _ in range(n)]
+        ports = [free_port() for _ in range(n + observers)]
         raft_ports = [free_udp_port() for _ in range(n)]
         voters = ",".join(
             f"{i + 1}=http://127.0.0.1:{ports[i]}@127.0.0.1:{raft_ports[i]}" for i in range(n)
@@ -143,7 +150,7 @@ class ClusterProcesses:
         }
         self.nodes = [
             NodeProcess(base_dir / f"node{i + 1}", node_id=i + 1, port=ports[i], env=common)
-            for i in range(n)
+            for i in range(n + observers)
         ]
 
     def start(self, wait_ready_s: float = 60.0) -> ClusterProcesses:

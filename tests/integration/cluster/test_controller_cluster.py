@@ -186,3 +186,25 @@ def test_client_sees_problem_json_when_topic_missing_on_any_node(cluster: Cluste
     with Client(cluster.node(2).url) as c, pytest.raises(Exception) as exc:
         c.describe_topic("nope")
     assert "TOPIC_NOT_FOUND" in str(exc.value)
+
+
+def test_an_observer_broker_registers_hosts_replicas_and_forwards_without_voting(
+    tmp_path: Path,
+) -> None:
+    c = ClusterProcesses(tmp_path, 3, observers=1, env={"TIDELOG_HEARTBEAT_INTERVAL_MS": "300"})
+    c.start()
+    try:
+        ctrl = eventually(lambda: active_controller(c), what="a controller")
+        assert ctrl in (1, 2, 3), "only voters can be the controller"
+        observer = c.node(4)
+        view = cluster_view(observer)
+        assert {b["id"]: b["voter"] for b in view["brokers"]} == {1: True, 2: True, 3: True, 4: False}
+        with observer.client() as cl:
+            t = cl.create_topic("obs", partitions=4, replication_factor=1)
+            assert 4 in {p["leader"] for p in t["partitions"]}, "the observer leads a share"
+            for p in range(4):
+                cl.produce("obs", [{"value": p}], partition=p)
+        with c.node(1).client() as cl:
+            assert [cl.fetch("obs", p, 0).records[0]["value"] for p in range(4)] == [0, 1, 2, 3]
+    finally:
+        c.kill_all()
