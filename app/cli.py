@@ -287,7 +287,18 @@ def dev_cluster(
 
 def main() -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    cli()
+    import httpx
+
+    try:
+        cli()
+    except httpx.TransportError as e:
+        # A node that is down or unreachable is an operator error, not a crash: one line.
+        try:
+            where = str(e.request.url)
+        except RuntimeError:  # httpx raises when the error carries no request
+            where = "the node"
+        typer.secho(f"error: cannot reach {where}: {e}", err=True, fg=typer.colors.RED)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

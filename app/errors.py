@@ -84,6 +84,12 @@ def install_handlers(app: FastAPI) -> None:
         detail = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request"
         return problem_response(400, "INVALID_REQUEST", detail)
 
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> Response:
+        # A bug, not bad input; still a problem document so clients parse one error shape.
+        # Starlette's ServerErrorMiddleware logs the traceback after sending this.
+        return problem_response(500, "INTERNAL", f"internal error ({type(exc).__name__}); see the node log")
+
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> Response:
         code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "RECORD_TOO_LARGE"}.get(

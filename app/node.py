@@ -84,6 +84,9 @@ class Node:
     # ---- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
+        # Directories of deleted partitions whose removal a crash interrupted.
+        for leftover in self.logs_dir.glob(f"{DELETED_PREFIX}*"):
+            shutil.rmtree(leftover, ignore_errors=True)
         self.catalog = Catalog(self.settings.resolved_catalog_url)
         self.clean_start = self.catalog.start(self.settings.node_id, now_ms())
         self._checkpoints = self.catalog.load_checkpoints()

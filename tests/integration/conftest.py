@@ -34,9 +34,13 @@ def shared_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProces
         n.kill()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def http(shared_node: NodeProcess) -> Iterator[httpx.Client]:
-    """Raw HTTP against the shared node, for requests the typed client would not send."""
+    """Raw HTTP against the shared node, for requests the typed client would not send.
+
+    Module-scoped: building an httpx client costs ~80 ms (its SSL context), which
+    adds up over a few hundred parametrized cases.
+    """
     with httpx.Client(base_url=shared_node.url, timeout=30.0) as c:
         yield c
 

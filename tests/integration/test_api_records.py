@@ -26,9 +26,7 @@ def _create(http: httpx.Client, name: str, partitions: int = 1) -> str:
     return name
 
 
-def _produce(
-    http: httpx.Client, topic: str, records: list[dict[str, Any]], **params: Any
-) -> list[dict[str, Any]]:
+def _produce(http: httpx.Client, topic: str, records: list[dict[str, Any]], **params: Any) -> list[dict[str, Any]]:
     r = http.post(f"/v1/topics/{topic}/records", json={"records": records}, params=params)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("application/json")
@@ -44,14 +42,11 @@ def _fetch(http: httpx.Client, topic: str, partition: int = 0, **params: Any) ->
 # ---- produce ---------------------------------------------------------------------------
 
 
-def test_produce_json_roundtrips_every_field(
-    http: httpx.Client, topic_name: Callable[[], str]
-) -> None:
+def test_produce_json_roundtrips_every_field(http: httpx.Client, topic_name: Callable[[], str]) -> None:
     t = _create(http, topic_name())
     values: list[Any] = [{"nested": [1, 2.5, None, True]}, "text ü 🌊", 42, None, [1, "a"], False]
     records = [
-        {"key": f"k{i}", "value": v, "headers": {"h": str(i)}, "timestamp": 1_000 + i}
-        for i, v in enumerate(values)
+        {"key": f"k{i}", "value": v, "headers": {"h": str(i)}, "timestamp": 1_000 + i} for i, v in enumerate(values)
     ]
     offs = _produce(http, t, records)
     assert offs == [{"partition": 0, "offset": i} for i in range(len(values))]
@@ -89,9 +84,7 @@ def test_produce_ndjson(http: httpx.Client, topic_name: Callable[[], str]) -> No
     assert [rec["value"] for rec in read_all(http, t, 0)] == [{"n": i} for i in range(5)]
 
 
-def test_explicit_partition_in_url_and_in_record(
-    http: httpx.Client, topic_name: Callable[[], str]
-) -> None:
+def test_explicit_partition_in_url_and_in_record(http: httpx.Client, topic_name: Callable[[], str]) -> None:
     t = _create(http, topic_name(), partitions=3)
     r = http.post(f"/v1/topics/{t}/partitions/2/records", json={"records": [{"value": "u"}]})
     assert r.status_code == 200 and r.json()["offsets"] == [{"partition": 2, "offset": 0}]
@@ -114,9 +107,7 @@ def test_explicit_partition_in_url_and_in_record(
     assert [x["value"] for x in read_all(http, t, 2)] == ["u"]
 
 
-def test_same_key_same_partition_in_request_order(
-    http: httpx.Client, topic_name: Callable[[], str]
-) -> None:
+def test_same_key_same_partition_in_request_order(http: httpx.Client, topic_name: Callable[[], str]) -> None:
     t = _create(http, topic_name(), partitions=4)
     keys = [f"user-{i}" for i in range(12)]
     first = _produce(http, t, [{"key": k, "value": 0} for k in keys])
@@ -127,31 +118,25 @@ def test_same_key_same_partition_in_request_order(
     assert len({o["partition"] for o in first}) > 1, "12 keys should not all hash to one partition"
 
 
-def test_keyless_records_spread_across_requests(
-    http: httpx.Client, topic_name: Callable[[], str]
-) -> None:
+def test_keyless_records_spread_across_requests(http: httpx.Client, topic_name: Callable[[], str]) -> None:
     t = _create(http, topic_name(), partitions=3)
-    seen = {
-        o["partition"] for _ in range(6) for o in _produce(http, t, [{"value": 1}, {"value": 2}])
-    }
+    seen = {o["partition"] for _ in range(6) for o in _produce(http, t, [{"value": 1}, {"value": 2}])}
     assert seen == {0, 1, 2}
 
 
 def test_acks_all_leader_none(http: httpx.Client, topic_name: Callable[[], str]) -> None:
     t = _create(http, topic_name())
     assert _produce(http, t, [{"value": "all"}], acks="all") == [{"partition": 0, "offset": 0}]
-    assert _produce(http, t, [{"value": "leader"}], acks="leader") == [
-        {"partition": 0, "offset": 1}
-    ]
+    assert _produce(http, t, [{"value": "leader"}], acks="leader") == [{"partition": 0, "offset": 1}]
     assert _produce(http, t, [{"value": "n1"}, {"value": "n2"}], acks="none") == [
         {"partition": 0, "offset": None},
         {"partition": 0, "offset": None},
     ]
     # acks=none still writes: the records land after the others, in order.
-    got = wait_until(
-        lambda: len(read_all(http, t, 0)) == 4 and read_all(http, t, 0), what="4 records"
-    )
+    got = wait_until(lambda: len(read_all(http, t, 0)) == 4 and read_all(http, t, 0), what="4 records")
     assert [r["value"] for r in got] == ["all", "leader", "n1", "n2"]
+    # On one node a record commits as it is appended: even a zero timeout is met.
+    assert _produce(http, t, [{"value": "t0"}], acks="all", timeout_ms=0) == [{"partition": 0, "offset": 4}]
 
 
 def test_client_produce_and_fetch(shared_node: NodeProcess, topic_name: Callable[[], str]) -> None:
@@ -210,9 +195,7 @@ def test_fetch_max_records_pages_without_gaps(http: httpx.Client, ten: str) -> N
     assert seen == list(range(10))
 
 
-def test_fetch_max_bytes_returns_at_least_one_record(
-    http: httpx.Client, topic_name: Callable[[], str]
-) -> None:
+def test_fetch_max_bytes_returns_at_least_one_record(http: httpx.Client, topic_name: Callable[[], str]) -> None:
     t = _create(http, topic_name())
     big = "x" * 50_000
     _produce(http, t, [{"value": big}, {"value": big}, {"value": "small"}])
@@ -234,9 +217,7 @@ def test_fetch_isolation_committed_and_uncommitted(http: httpx.Client, ten: str)
     assert _fetch(http, ten, offset="latest", isolation="uncommitted")["next_offset"] == 10
 
 
-def test_long_poll_returns_a_record_produced_meanwhile(
-    shared_node: NodeProcess, http: httpx.Client, ten: str
-) -> None:
+def test_long_poll_returns_a_record_produced_meanwhile(shared_node: NodeProcess, http: httpx.Client, ten: str) -> None:
     """A parked fetch is woken by another client's produce (long wait so only a wake can end it)."""
     result: dict[str, Any] = {}
 
@@ -342,9 +323,7 @@ def test_sse_stream_ids_are_offsets_and_resume_with_last_event_id(
     assert [orjson.loads(e[2])["value"] for e in rest] == list(range(3, 10))
 
 
-def test_sse_default_starts_at_latest(
-    shared_node: NodeProcess, http: httpx.Client, ten: str
-) -> None:
+def test_sse_default_starts_at_latest(shared_node: NodeProcess, http: httpx.Client, ten: str) -> None:
     got: dict[str, Any] = {}
 
     def tail() -> None:
@@ -391,3 +370,56 @@ def test_client_consume_follow_sees_new_records(shared_node: NodeProcess, ten: s
     th.join(60)
     assert not th.is_alive()
     assert got == [8, 9, "new"]
+
+
+@pytest.mark.parametrize(
+    "ctype",
+    ["application/json; charset=utf-8", "APPLICATION/JSON", "application/x-www-form-urlencoded"],
+)
+def test_json_content_type_variants_are_accepted(http: httpx.Client, topic_name: Callable[[], str], ctype: str) -> None:
+    """Parameters and case do not matter, and a bare ``curl -d`` (form type) is JSON."""
+    t = _create(http, topic_name())
+    r = http.post(
+        f"/v1/topics/{t}/records",
+        content=b'{"records": [{"value": "c"}]}',
+        headers={"content-type": ctype},
+    )
+    assert r.status_code == 200, r.text
+    assert [x["value"] for x in read_all(http, t, 0)] == ["c"]
+
+
+def test_deleting_a_topic_ends_parked_fetches_and_streams(
+    shared_node: NodeProcess, http: httpx.Client, topic_name: Callable[[], str]
+) -> None:
+    """Waiters on a deleted topic get an answer at once: a 404 problem, an SSE error event."""
+    t = _create(http, topic_name())
+    got: dict[str, Any] = {}
+    stream_open = threading.Event()
+
+    def poll() -> None:
+        with httpx.Client(base_url=shared_node.url, timeout=120) as c:
+            got["fetch"] = c.get(f"/v1/topics/{t}/partitions/0/records", params={"offset": 0, "max_wait_ms": 120_000})
+
+    def stream() -> None:
+        with (
+            httpx.Client(base_url=shared_node.url, timeout=120) as c,
+            c.stream("GET", f"/v1/topics/{t}/partitions/0/stream", params={"offset": "earliest"}) as r,
+        ):
+            assert r.status_code == 200
+            stream_open.set()
+            got["sse"] = [line for line in r.iter_lines() if line]
+
+    threads = [
+        threading.Thread(target=poll, daemon=True),
+        threading.Thread(target=stream, daemon=True),
+    ]
+    for th in threads:
+        th.start()
+    assert stream_open.wait(30), "stream did not open"
+    assert http.delete(f"/v1/topics/{t}").status_code == 204
+    for th in threads:
+        th.join(60)
+        assert not th.is_alive(), "a waiter on a deleted topic never returned"
+    # Parked or not when the delete landed, the fetch's answer is the same.
+    assert_problem(got["fetch"], 404, "TOPIC_NOT_FOUND")
+    assert "event: error" in got["sse"], got["sse"]
