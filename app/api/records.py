@@ -8,11 +8,13 @@ import time
 from typing import Literal
 
 import orjson
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Request, Response
 
 from app.api.deps import NodeDep
 from app.api.forward import forward, forward_json, leader_url
+from app.api.params import ChoiceParam, IntParam, Param, StrParam, openapi, parse, path_int
 from app.errors import ApiError
+from app.node import Node
 from app.partition import PartitionGone, now_ms
 from app.records import parse_json_body, parse_ndjson_body, validate_records
 
@@ -123,27 +125,55 @@ async def _produce(
     return Response(b'{"offsets":[%b]}' % parts, media_type=JSON)
 
 
-@router.post("/{topic}/records", summary="Produce records (partition by key or spread)")
-async def produce(
-    topic: str,
-    request: Request,
-    node: NodeDep,
-    acks: Acks = "all",
-    timeout_ms: int = Query(5000, ge=0, le=300_000),
-) -> Response:
-    return await _produce(node, request, topic, None, acks, timeout_ms)
+PRODUCE_PARAMS: tuple[Param, ...] = (
+    ChoiceParam("acks", "all", ("all", "leader", "none"),
+                "all: wait until committed (HW passes the records); leader: appended; none: do not wait"),
+    IntParam("timeout_ms", 5000, 0, 300_000, "how long acks=all waits before 504 TIMEOUT"),
+)
+_PRODUCE_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": {
+            "type": "object", "required": ["records"],
+            "properties": {"records": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "key": {"type": ["string", "null"]}, "value": {},
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "partition": {"type": ["integer", "null"]},
+                    "timestamp": {"type": ["integer", "null"]},
+                },
+            }}},
+        }},
+        "application/x-ndjson": {"schema": {"type": "string", "description": "one record per line"}},
+    },
+}
 
 
-@router.post("/{topic}/partitions/{partition}/records", summary="Produce to one partition")
-async def produce_partition(
-    topic: str,
-    partition: int,
-    request: Request,
-    node: NodeDep,
-    acks: Acks = "all",
-    timeout_ms: int = Query(5000, ge=0, le=300_000),
-) -> Response:
-    return await _produce(node, request, topic, partition, acks, timeout_ms)
+@router.post(
+    "/{topic}/records", summary="Produce records (partition by key or spread)",
+    openapi_extra=openapi(PRODUCE_PARAMS, [("topic", "string")], _PRODUCE_BODY),
+)
+async def produce(request: Request) -> Response:
+    q = parse(request.query_params, PRODUCE_PARAMS)
+    return await _produce(
+        request.app.state.node, request, request.path_params["topic"], None, q["acks"], q["timeout_ms"]
+    )
+
+
+@router.post(
+    "/{topic}/partitions/{partition}/records", summary="Produce to one partition",
+    openapi_extra=openapi(
+        PRODUCE_PARAMS, [("topic", "string"), ("partition", "integer")], _PRODUCE_BODY
+    ),
+)
+async def produce_partition(request: Request) -> Response:
+    q = parse(request.query_params, PRODUCE_PARAMS)
+    partition = path_int(request.path_params, "partition")
+    return await _produce(
+        request.app.state.node, request, request.path_params["topic"], partition, q["acks"],
+        q["timeout_ms"],
+    )
 
 
 def resolve_offset(
@@ -173,19 +203,27 @@ def resolve_offset(
     return value
 
 
-@router.get("/{topic}/partitions/{partition}/records", summary="Fetch records by offset")
-async def fetch(
-    topic: str,
-    partition: int,
-    request: Request,
-    node: NodeDep,
-    offset: str | None = Query(None, description="integer, 'earliest' (default) or 'latest'"),
-    timestamp: int | None = Query(None, ge=0, description="first record at or after (ms)"),
-    max_records: int = Query(500, ge=1, le=100_000),
-    max_bytes: int = Query(1_048_576, ge=1),
-    max_wait_ms: int = Query(0, ge=0, le=300_000),
-    isolation: Isolation = "committed",
-) -> Response:
+FETCH_PARAMS: tuple[Param, ...] = (
+    StrParam("offset", "integer, 'earliest' (default) or 'latest'"),
+    IntParam("timestamp", None, 0, 2**63 - 1, "start at the first record at or after this time (ms)"),
+    IntParam("max_records", 500, 1, 100_000),
+    IntParam("max_bytes", 1_048_576, 1, 2**31 - 1, "response budget; at least one record is returned"),
+    IntParam("max_wait_ms", 0, 0, 300_000, "long-poll until a record is visible past offset"),
+    ChoiceParam("isolation", "committed", ("committed", "uncommitted")),
+)
+
+
+@router.get(
+    "/{topic}/partitions/{partition}/records", summary="Fetch records by offset",
+    openapi_extra=openapi(FETCH_PARAMS, [("topic", "string"), ("partition", "integer")]),
+)
+async def fetch(request: Request) -> Response:
+    node: Node = request.app.state.node
+    topic = request.path_params["topic"]
+    partition = path_int(request.path_params, "partition")
+    q = parse(request.query_params, FETCH_PARAMS)
+    offset, timestamp, isolation = q["offset"], q["timestamp"], q["isolation"]
+    max_records, max_bytes, max_wait_ms = q["max_records"], q["max_bytes"], q["max_wait_ms"]
     if not node.leads(topic, partition):
         return await forward(node, request, leader_url(node, topic, partition, request))
     replica = node.replica(topic, partition)
