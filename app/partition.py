@@ -135,7 +135,7 @@ class PartitionReplica:
         """Append one batch as leader; returns ``(base_offset, last_offset)``."""
         t = now_ms()
         base, last = self.log.append_records(
-            [(r.key_bytes, r.body, r.timestamp) for r in records], self.leader.leader_epoch, t
+            records, self.leader.leader_epoch, t
         )
         self.last_append_ms = t
         # Stored size per record (body + key + 20 B framing + batch header share); sizes reads.

@@ -9,8 +9,7 @@ no record is decoded on the way out (see app/storage/batch.py).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -21,11 +20,13 @@ _ALLOWED = frozenset(("key", "value", "headers", "partition", "timestamp"))
 _INT64_MAX = 2**63 - 1
 
 
-@dataclass(slots=True)
-class ProducedRecord:
-    """A validated record ready to append: key bytes, served body, timestamp, partition."""
+class ProducedRecord(NamedTuple):
+    """A validated record ready to append.
 
-    key: str | None
+    A tuple whose first three fields are what storage takes (key bytes,
+    body, timestamp), so a list of these goes to ``append_records`` as is.
+    """
+
     key_bytes: bytes | None
     body: bytes
     timestamp: int
@@ -64,26 +65,42 @@ def parse_ndjson_body(body: bytes) -> list[Any]:
 
 
 def validate_records(raw: list[Any], now_ms: int, num_partitions: int) -> list[ProducedRecord]:
-    """Check every record before anything is written (a bad record stores nothing)."""
+    """Check every record before anything is written (a bad record stores nothing).
+
+    The stored body is the record's own JSON when it holds only served
+    fields (one ``orjson.dumps`` per record, the hot path), with absent
+    ``key``/``value``/``headers`` added as defaults in front; a record
+    naming its partition or timestamp is re-built without them.
+    """
     if not raw:
         raise _bad("no records")
     out: list[ProducedRecord] = []
+    append = out.append
     dumps = orjson.dumps
+    allowed = _ALLOWED
     for i, r in enumerate(raw):
         if type(r) is not dict:
             raise _bad(f"records[{i}] must be an object")
-        if not r.keys() <= _ALLOWED:
-            raise _bad(f"records[{i}] has unknown fields {sorted(r.keys() - _ALLOWED)}")
+        if not r.keys() <= allowed:
+            raise _bad(f"records[{i}] has unknown fields {sorted(r.keys() - allowed)}")
         key = r.get("key")
-        headers = r.get("headers")
-        partition = r.get("partition")
-        ts = r.get("timestamp")
         if key is not None and type(key) is not str:
             raise _bad(f"records[{i}].key must be a string or null")
-        if headers is None:
-            headers = {}
-        elif type(headers) is not dict or not all(type(v) is str for v in headers.values()):
+        headers = r.get("headers")
+        if headers is not None and (
+            type(headers) is not dict or not all(type(v) is str for v in headers.values())
+        ):
             raise _bad(f"records[{i}].headers must map strings to strings")
+        partition = r.get("partition")
+        ts = r.get("timestamp")
+        fast = partition is None and ts is None and "partition" not in r and "timestamp" not in r
+        if fast and (headers is not None or "headers" not in r):
+            body = dumps(r)
+            missing = _MISSING.get(frozenset(r.keys()) if len(r) < 3 else _FULL)
+            if missing:
+                body = missing + body[1:] if len(body) > 2 else missing[:-1] + b"}"
+            append(ProducedRecord(key.encode() if key is not None else None, body, now_ms, None))
+            continue
         if partition is not None and (
             type(partition) is not int or not 0 <= partition < num_partitions
         ):
@@ -96,11 +113,27 @@ def validate_records(raw: list[Any], now_ms: int, num_partitions: int) -> list[P
             ts = now_ms
         elif type(ts) is not int or not 0 <= ts <= _INT64_MAX:
             raise _bad(f"records[{i}].timestamp must be a non-negative integer (ms)")
-        body = dumps({"key": key, "value": r.get("value"), "headers": headers})
-        out.append(
-            ProducedRecord(key, key.encode() if key is not None else None, body, ts, partition)
-        )
+        body = dumps({"key": key, "value": r.get("value"), "headers": headers or {}})
+        append(ProducedRecord(key.encode() if key is not None else None, body, ts, partition))
     return out
+
+
+_FULL: frozenset[str] = frozenset(("key", "value", "headers"))
+
+
+def _missing_prefixes() -> dict[frozenset[str], bytes]:
+    """For each subset of served fields a record may hold, the JSON of the absent ones."""
+    defaults = {"key": b'"key":null,', "value": b'"value":null,', "headers": b'"headers":{},'}
+    out: dict[frozenset[str], bytes] = {}
+    names = ("key", "value", "headers")
+    for mask in range(8):
+        present = frozenset(n for bit, n in enumerate(names) if mask >> bit & 1)
+        out[present] = b"{" + b"".join(defaults[n] for n in names if n not in present)
+    out[_FULL] = b""
+    return out
+
+
+_MISSING = _missing_prefixes()
 
 
 def render_records(

@@ -16,8 +16,9 @@ Layout (big-endian), 61-byte header then the records::
     base_sequence    int32   reserved, -1
     record_count     int32
 
-Then a record table, ``record_count`` entries of ``timestamp int64, end
-uint32``, then the records themselves as the JSON text a fetch serves::
+Then a record table: ``record_count`` timestamps (int64), then
+``record_count`` ends (uint32, where each record's JSON ends), then the
+records themselves as the JSON text a fetch serves::
 
     {"offset":0,"timestamp":…,"leader_epoch":…,"key":…,"value":…,"headers":{…}},{"offset":1,…}
 
@@ -33,8 +34,11 @@ same bytes.
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import crc32c
 
@@ -43,13 +47,16 @@ HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: enough to find the next batch
 CRC_START = 21  # bytes before the first byte covered by the CRC
-ENTRY = struct.Struct(">qI")  # record table: timestamp, end of the record's JSON
-ENTRY_SIZE = ENTRY.size  # 12
+ENTRY_SIZE = 12  # per record in the table: timestamp int64 + end uint32
+_TS = struct.Struct(">q")
+_END = struct.Struct(">I")
 _TAIL = struct.Struct(">hiqqqhii")
 _FRONT = struct.Struct(">qiibI")
 _PREFIX = struct.Struct(">qi")
 _CRC = struct.Struct(">I")
 MAX_BATCH_BYTES = 64 * 1024 * 1024
+_LITTLE = sys.byteorder == "little"
+assert array("q").itemsize == 8 and array("I").itemsize == 4
 
 
 class CorruptBatchError(ValueError):
@@ -131,9 +138,9 @@ def render_record(offset: int, timestamp: int, leader_epoch: int, body: bytes) -
 def encode_batch(
     base_offset: int,
     leader_epoch: int,
-    records: Sequence[tuple[bytes | None, bytes, int]],
+    records: Sequence[tuple[Any, ...]],
 ) -> bytes:
-    """Build a batch from ``(key_utf8 | None, body_json, timestamp_ms)`` triples.
+    """Build a batch from ``(key_utf8 | None, body_json, timestamp_ms, ...)`` tuples.
 
     The key is inside ``body``; the separate key bytes are accepted for the
     caller's convenience (partitioning) and not stored twice.
@@ -142,21 +149,30 @@ def encode_batch(
     if not n:
         raise ValueError("a batch needs at least one record")
     rendered: list[bytes] = []
-    table = bytearray(n * ENTRY_SIZE)
-    pack_into = ENTRY.pack_into
+    add = rendered.append
+    stamps = array("q")
+    ends = array("I")
+    add_ts = stamps.append
+    add_end = ends.append
     fmt = b'{"offset":%d,"timestamp":%d,"leader_epoch":%d,%b'
-    ts_min = ts_max = records[0][2]
     end = -1
-    for i, (_key, body, ts) in enumerate(records):
-        if ts < ts_min:
-            ts_min = ts
-        elif ts > ts_max:
-            ts_max = ts
-        rec = fmt % (base_offset + i, ts, leader_epoch, memoryview(body)[1:])
-        end += len(rec) + 1
-        pack_into(table, i * ENTRY_SIZE, ts, end)
-        rendered.append(rec)
-    tail = _TAIL.pack(0, n - 1, ts_min, ts_max, -1, -1, -1, n) + table + b",".join(rendered)
+    offset = base_offset
+    for rec in records:
+        ts = rec[2]
+        r = fmt % (offset, ts, leader_epoch, rec[1][1:])
+        offset += 1
+        end += len(r) + 1
+        add_ts(ts)
+        add_end(end)
+        add(r)
+    ts_min, ts_max = min(stamps), max(stamps)
+    if _LITTLE:
+        stamps.byteswap()
+        ends.byteswap()
+    tail = b"".join((
+        _TAIL.pack(0, n - 1, ts_min, ts_max, -1, -1, -1, n), stamps.tobytes(), ends.tobytes(),
+        b",".join(rendered),
+    ))
     crc = crc32c.crc32c(tail)
     return _FRONT.pack(base_offset, 4 + 1 + 4 + len(tail), leader_epoch, MAGIC, crc) + tail
 
@@ -175,18 +191,22 @@ def iter_records(
     """
     mv = memoryview(buf)
     end = len(buf) if end is None else end
-    unpack = ENTRY.unpack_from
+    ts_at = _TS.unpack_from
+    end_at = _END.unpack_from
     while pos + HEADER_SIZE <= end:
         h = BatchHeader.parse(mv, pos)
         bend = pos + h.size
         if bend > end:
             raise CorruptBatchError("truncated batch")
+        n = h.record_count
         tpos = pos + HEADER_SIZE
+        epos = tpos + 8 * n
         region = _json_region(h, pos)
         base, epoch = h.base_offset, h.leader_epoch
         start = 0
-        for i in range(h.record_count):
-            ts, rend = unpack(mv, tpos + i * ENTRY_SIZE)
+        for i in range(n):
+            (ts,) = ts_at(mv, tpos + 8 * i)
+            (rend,) = end_at(mv, epos + 4 * i)
             yield base + i, ts, epoch, mv[region + start : region + rend]
             start = rend + 1
         pos = bend
@@ -214,7 +234,7 @@ def slice_records(
     taken = size = 0
     nxt = start_offset
     pos, end = 0, len(buf)
-    unpack = ENTRY.unpack_from
+    end_at = _END.unpack_from
     while pos + HEADER_SIZE <= end and taken < max_records:
         h = BatchHeader.parse(mv, pos)
         base = h.base_offset
@@ -224,17 +244,17 @@ def slice_records(
         if last <= start_offset:
             pos += h.size
             continue
-        tpos = pos + HEADER_SIZE
+        epos = pos + HEADER_SIZE + 8 * h.record_count  # the ends column
         region = _json_region(h, pos)
         first_i = max(0, start_offset - base)
         stop_i = min(h.record_count, upto_offset - base, first_i + (max_records - taken))
-        begin = 0 if first_i == 0 else unpack(mv, tpos + (first_i - 1) * ENTRY_SIZE)[1] + 1
+        begin = 0 if first_i == 0 else end_at(mv, epos + 4 * (first_i - 1))[0] + 1
         # Largest stop index within the byte budget: ends are increasing, so bisect.
         budget = max_bytes - size
         lo, hi = first_i, stop_i
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if unpack(mv, tpos + (mid - 1) * ENTRY_SIZE)[1] - begin <= budget:
+            if end_at(mv, epos + 4 * (mid - 1))[0] - begin <= budget:
                 lo = mid
             else:
                 hi = mid - 1
@@ -243,7 +263,7 @@ def slice_records(
             k = first_i + 1  # one record whatever its size
         if k == first_i:
             break
-        rend = unpack(mv, tpos + (k - 1) * ENTRY_SIZE)[1]
+        rend = end_at(mv, epos + 4 * (k - 1))[0]
         out.append(mv[region + begin : region + rend])
         taken += k - first_i
         size += rend - begin + 1
@@ -273,5 +293,5 @@ def record_timestamps(buf: bytes | bytearray | memoryview, pos: int) -> Iterator
     h = BatchHeader.parse(buf, pos)
     tpos = pos + HEADER_SIZE
     for i in range(h.record_count):
-        ts, _end = ENTRY.unpack_from(buf, tpos + i * ENTRY_SIZE)
+        (ts,) = _TS.unpack_from(buf, tpos + 8 * i)
         yield h.base_offset + i, ts

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 from app.storage.batch import BatchHeader, CorruptBatchError, encode_batch, verify_crc
@@ -253,7 +254,7 @@ class PartitionLog:
 
     # ---- writing -------------------------------------------------------------------------
     def append_records(
-        self, records: Sequence[tuple[bytes | None, bytes, int]], leader_epoch: int, now_ms: int
+        self, records: Sequence[tuple[Any, ...]], leader_epoch: int, now_ms: int
     ) -> tuple[int, int]:
         """Append as leader: one batch, offsets assigned here. Returns ``(base, last)`` offset.
 
