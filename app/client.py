@@ -25,19 +25,28 @@ class TidelogError(Exception):
         self.body = body
 
 
-def _raise_for(resp: httpx.Response) -> None:
+def problem_of(resp: httpx.Response) -> TidelogError | None:
+    """The error a 4xx/5xx answer carries (its problem+json ``code``), or None if it succeeded."""
     if resp.status_code < 400:
-        return
+        return None
     try:
         body = orjson.loads(resp.content)
     except orjson.JSONDecodeError:
         body = {}
-    raise TidelogError(
+    if not isinstance(body, dict):
+        body = {}
+    return TidelogError(
         resp.status_code,
         str(body.get("code", "HTTP_ERROR")),
         str(body.get("detail", resp.text[:200])),
-        body if isinstance(body, dict) else {},
+        body,
     )
+
+
+def _raise_for(resp: httpx.Response) -> None:
+    problem = problem_of(resp)
+    if problem is not None:
+        raise problem
 
 
 @dataclass(slots=True)

@@ -7,18 +7,13 @@ from typing import Any
 import httpx
 import orjson
 
+from app.client import TidelogError, problem_of
+
 INTERNAL_AUTH_HEADER = "authorization"
 
 
-class PeerError(Exception):
-    """A peer answered with a problem document (or could not be reached: status 0)."""
-
-    def __init__(self, status: int, code: str, detail: str, body: dict[str, Any]) -> None:
-        super().__init__(f"{status} {code}: {detail}")
-        self.status = status
-        self.code = code
-        self.detail = detail
-        self.body = body
+class PeerError(TidelogError):
+    """A peer answered with a problem document, or could not be reached (status 0)."""
 
 
 class Peers:
@@ -46,15 +41,10 @@ class Peers:
             )
         except httpx.HTTPError as e:
             raise PeerError(0, "UNAVAILABLE", f"{url}: {e!r}", {}) from None
-        try:
-            data = orjson.loads(resp.content) if resp.content else {}
-        except orjson.JSONDecodeError:
-            data = {}
-        if resp.status_code >= 400:
-            raise PeerError(
-                resp.status_code, str(data.get("code", "HTTP_ERROR")),
-                str(data.get("detail", resp.text[:200])), data if isinstance(data, dict) else {},
-            )
+        problem = problem_of(resp)
+        if problem is not None:
+            raise PeerError(problem.status, problem.code, problem.detail, problem.body)
+        data = orjson.loads(resp.content) if resp.content else {}
         return data if isinstance(data, dict) else {}
 
     async def close(self) -> None:
