@@ -26,6 +26,7 @@ from app.cluster.peers import Peers
 from app.errors import ApiError
 from app.metrics import Metrics
 from app.partition import PartitionReplica, log_config, now_ms
+from app.purgatory import OffsetWaiters
 from app.records import ProducedRecord
 from app.settings import Settings
 from app.storage import PartitionLog
@@ -65,8 +66,8 @@ class Node:
         self._reconcile_task: asyncio.Task[None] | None = None
         self._confirming: set[tuple[str, int, int]] = set()
         self._reconcile_wanted = False
-        self._reconciled_version = -1
-        self._reconciled = asyncio.Event()
+        self._reconciled = OffsetWaiters()  # metadata version the local replicas reflect
+        self._reconciled.value = -1
 
     @property
     def standalone(self) -> bool:
@@ -270,9 +271,7 @@ class Node:
             self._confirm_leadership()
             if events and self.catalog is not None:
                 await asyncio.to_thread(self.catalog.add_events, events)
-            self._reconciled_version = max(self._reconciled_version, version)
-            self._reconciled.set()
-            self._reconciled = asyncio.Event()
+            self._reconciled.advance(max(self._reconciled.value, version))
 
     def _role_change_events(self, replica: PartitionReplica, meta: PartitionMeta) -> list[dict[str, Any]]:
         """History rows for a leader change seen here (dashboard and API)."""
@@ -328,16 +327,7 @@ class Node:
 
     async def wait_reconciled(self, version: int, timeout_s: float) -> bool:
         """Wait until local replicas reflect metadata ``version``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while self._reconciled_version < version:
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            ev = self._reconciled
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ev.wait(), left)
-        return True
+        return await self._reconciled.wait_for(version, timeout_s)
 
     async def controller_call(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
         """Run an admin command on the active controller and wait until this node has

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.cluster.config import Voter
 from app.cluster.controller import ControllerService, NotController
 from app.cluster.peers import PeerError, Peers
 from app.errors import ApiError
+from app.purgatory import OffsetWaiters
 from replication.controller.deltas import apply_delta
 from replication.controller.errors import ControllerError
 from replication.controller.image import MetadataImage
@@ -60,7 +61,7 @@ class BrokerAgent:
         self.image = MetadataImage()
         self.broker_epoch = -1
         self.registered = asyncio.Event()
-        self._version_changed = asyncio.Event()
+        self._versions = OffsetWaiters()  # wakes wait_for_version
         self._listeners: list[ImageListener] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._controller_hint: int | None = None
@@ -80,38 +81,39 @@ class BrokerAgent:
         return order
 
     async def call(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Send a command to the active controller, wherever it is (one hop)."""
-        if self.controller is not None and self.controller.active:
-            try:
-                return await self.controller.handle(op, body)
-            except NotController:
-                pass
-        last: Exception | None = None
-        for vid in self._candidates():
-            if vid == self.node_id:
-                continue
-            try:
-                out = await self.peers.call(f"{self.voters[vid].url}/internal/v1/controller/{op}", body)
-                self._controller_hint = vid
-                return out
-            except PeerError as e:
-                if e.code == "NOT_CONTROLLER":
-                    hint = e.body.get("leader_id")
-                    self._controller_hint = hint if isinstance(hint, int) else None
-                    last = e
-                    continue
-                if e.status == 0:
-                    last = e
-                    continue
-                raise ControllerError(e.code, e.detail) from None
-        raise ApiError(
-            "UNAVAILABLE", f"no active controller reachable ({last})", status=503
+        """Send a command to the active controller, wherever it is (one hop).
+
+        A refusal (a controller error code) is raised as ``ControllerError``.
+        """
+        return await self._on_controller(
+            lambda c: c.handle(op, body), f"/internal/v1/controller/{op}", body,
+            raise_refusals=True,
         )
 
     async def _metadata(self, version: int) -> dict[str, Any]:
+        return await self._on_controller(
+            lambda c: c.metadata_since(version, self.metadata_wait_ms),
+            "/internal/v1/metadata", None, method="GET",
+            params={"version": version, "wait_ms": self.metadata_wait_ms},
+            timeout_s=self.metadata_wait_ms / 1000 + 5,
+        )
+
+    async def _on_controller(
+        self,
+        local: Callable[[ControllerService], Awaitable[dict[str, Any]]],
+        path: str,
+        body: dict[str, Any] | None,
+        *,
+        method: str = "POST",
+        params: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
+        raise_refusals: bool = False,
+    ) -> dict[str, Any]:
+        """Run on the local controller if it is active, else on the voters in turn,
+        following ``NOT_CONTROLLER`` hints. UNAVAILABLE when nobody answers as controller."""
         if self.controller is not None and self.controller.active:
             try:
-                return await self.controller.metadata_since(version, self.metadata_wait_ms)
+                return await local(self.controller)
             except NotController:
                 pass
         last: Exception | None = None
@@ -120,9 +122,8 @@ class BrokerAgent:
                 continue
             try:
                 out = await self.peers.call(
-                    f"{self.voters[vid].url}/internal/v1/metadata", None, method="GET",
-                    params={"version": version, "wait_ms": self.metadata_wait_ms},
-                    timeout_s=self.metadata_wait_ms / 1000 + 5,
+                    f"{self.voters[vid].url}{path}", body, method=method, params=params,
+                    timeout_s=timeout_s,
                 )
                 self._controller_hint = vid
                 return out
@@ -131,6 +132,8 @@ class BrokerAgent:
                 if e.code == "NOT_CONTROLLER":
                     hint = e.body.get("leader_id")
                     self._controller_hint = hint if isinstance(hint, int) else None
+                elif e.status != 0 and raise_refusals:
+                    raise ControllerError(e.code, e.detail) from None
         raise ApiError("UNAVAILABLE", f"no active controller reachable ({last})", status=503)
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -214,18 +217,8 @@ class BrokerAgent:
                 cb(self.image, None)
         else:
             return
-        self._version_changed.set()
-        self._version_changed = asyncio.Event()
+        self._versions.advance(self.image.version)
 
     async def wait_for_version(self, version: int, timeout_s: float) -> bool:
         """Wait until the local image has applied ``version`` (read-your-writes)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while self.image.version < version:
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            ev = self._version_changed
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ev.wait(), left)
-        return True
+        return await self._versions.wait_for(version, timeout_s)
