@@ -8,6 +8,7 @@ no record is decoded on the way out (see app/storage/batch.py).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -96,7 +97,7 @@ def validate_records(raw: list[Any], now_ms: int, num_partitions: int) -> list[P
         fast = partition is None and ts is None and "partition" not in r and "timestamp" not in r
         if fast and (headers is not None or "headers" not in r):
             body = dumps(r)
-            missing = _MISSING.get(frozenset(r.keys()) if len(r) < 3 else _FULL)
+            missing = _MISSING[tuple(r)] if len(r) < 3 else b""
             if missing:
                 body = missing + body[1:] if len(body) > 2 else missing[:-1] + b"}"
             append(ProducedRecord(key.encode() if key is not None else None, body, now_ms, None))
@@ -118,18 +119,15 @@ def validate_records(raw: list[Any], now_ms: int, num_partitions: int) -> list[P
     return out
 
 
-_FULL: frozenset[str] = frozenset(("key", "value", "headers"))
-
-
-def _missing_prefixes() -> dict[frozenset[str], bytes]:
-    """For each subset of served fields a record may hold, the JSON of the absent ones."""
+def _missing_prefixes() -> dict[tuple[str, ...], bytes]:
+    """For each ordering of fewer than three served fields a record may hold
+    (keyed like ``tuple(record)``), the JSON of the absent ones."""
     defaults = {"key": b'"key":null,', "value": b'"value":null,', "headers": b'"headers":{},'}
-    out: dict[frozenset[str], bytes] = {}
     names = ("key", "value", "headers")
-    for mask in range(8):
-        present = frozenset(n for bit, n in enumerate(names) if mask >> bit & 1)
-        out[present] = b"{" + b"".join(defaults[n] for n in names if n not in present)
-    out[_FULL] = b""
+    out: dict[tuple[str, ...], bytes] = {}
+    for n in range(3):
+        for present in itertools.permutations(names, n):
+            out[present] = b"{" + b"".join(defaults[k] for k in names if k not in present)
     return out
 
 

@@ -118,11 +118,20 @@ async def _produce(
             raise ApiError("NOT_LEADER", f"{e}; the records may or may not be committed") from None
     node.metrics.produce_requests.labels("ok").inc()
     node.metrics.produce_latency.observe(time.perf_counter() - started)
-    if acks == "none":
-        parts = b",".join(b'{"partition":%d,"offset":null}' % (p,) for p, _ in offsets)
-    else:
-        parts = b",".join(b'{"partition":%d,"offset":%d}' % po for po in offsets)
-    return Response(b'{"offsets":[%b]}' % parts, media_type=JSON)
+    return Response(b'{"offsets":[%b]}' % _offsets_json(offsets, acks == "none"), media_type=JSON)
+
+
+def _offsets_json(offsets: list[tuple[int, int]], unknown: bool) -> bytes:
+    """The ``offsets`` array; a run on one partition (the usual batch) is joined in C."""
+    if unknown:
+        return b",".join(b'{"partition":%d,"offset":null}' % (p,) for p, _ in offsets)
+    p0, first = offsets[0]
+    n = len(offsets)
+    if offsets[-1] == (p0, first + n - 1) and all(p == p0 for p, _ in offsets):
+        sep = b'},{"partition":%d,"offset":' % p0
+        digits = sep.join(str(o).encode() for o in range(first, first + n))
+        return b'{"partition":%d,"offset":%b}' % (p0, digits)
+    return b",".join(b'{"partition":%d,"offset":%d}' % po for po in offsets)
 
 
 PRODUCE_PARAMS: tuple[Param, ...] = (
