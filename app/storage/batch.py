@@ -254,7 +254,7 @@ def slice_records(
         lo, hi = first_i, stop_i
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if end_at(mv, epos + 4 * (mid - 1))[0] - begin <= budget:
+            if end_at(mv, epos + 4 * (mid - 1))[0] - begin + 1 <= budget:  # +1: its comma
                 lo = mid
             else:
                 hi = mid - 1

@@ -186,6 +186,13 @@ class ControllerMachine:
         old = self.image.brokers.get(broker_id)
         if old is not None and not old.fenced:
             self._fence(batch, [old], now_ms)
+        if clean and old is not None and not old.clean and self._listed_offline(broker_id):
+            # A clean shutdown does not restore what an earlier unclean one lost: while
+            # it is still listed in an offline ISR only as a last-known member (it never
+            # caught up since), it stays unclean, else a clean restart would launder it
+            # into a clean candidate (seed 001 §6.2 "until it has recovered the data it
+            # had lost"). Found by the simulator (tests/sim).
+            clean = False
         epoch = self.image.last_broker_epoch + 1
         batch.add_broker_record(
             R.RegisterBrokerRecord(
@@ -616,9 +623,19 @@ class ControllerMachine:
         With several members every LEO must have been reported (at
         registration or in heartbeats): choosing blind could pick the member
         that lost the most.
+
+        Only a last ISR of at least ``min_insync_replicas`` members qualifies:
+        the guarantee is "no loss with up to min ISR - 1 lossy shutdowns"
+        (§6.2, §6.8: LastKnownELR is MinISR in size). An ISR that shrank below
+        min ISR no longer names every complete replica (the removed members
+        that Kafka keeps in the ELR also hold the committed log), so one lossy
+        restart of its last member would lose committed records; such a
+        partition stays offline. Found by the simulator (``tests/sim``).
         """
         members = [b for b in w.isr if b not in tried]
         if w.status != OFFLINE or not members or len(members) != len(w.isr):
+            return None
+        if len(w.isr) < self.image.topics[w.topic].config.min_insync_replicas:
             return None
         if not all(batch.live(b) for b in members):
             return None
@@ -627,6 +644,12 @@ class ControllerMachine:
             return None
         order = {b: i for i, b in enumerate(w.replicas)}
         return max(members, key=lambda b: (leos[b], -order[b]))
+
+    def _listed_offline(self, broker_id: int) -> bool:
+        """Whether the broker is in the kept ISR of some offline partition."""
+        return any(
+            broker_id in p.isr and p.status == OFFLINE for p in self._partitions_of(broker_id)
+        )
 
     def _partitions_of(self, broker_id: int) -> list[PartitionMeta]:
         return [p for p in self.image.all_partitions() if broker_id in p.replicas]

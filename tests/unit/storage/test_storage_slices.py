@@ -41,7 +41,7 @@ def reference(served: list[bytes], start: int, upto: int, max_records: int, max_
     return out, start + len(out)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 12), min_size=1, max_size=6),
     data=st.data(),
