@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from app.client import TidelogError
-from app.spark.nodes import NodePool
+from app.spark.nodes import NodePool, TidelogError
 from app.spark.options import EARLIEST, LATEST, Isolation, OffsetSpec, OptionError
 
 TopicPartition = tuple[str, int]
@@ -35,17 +34,20 @@ class PartitionInfo:
 
     ``end`` is the first offset *not* visible at the requested isolation: the
     high watermark for ``committed``, the log end offset for ``uncommitted``.
+    An offline partition (no live leader) reports no offsets: ``online`` is
+    false and both are -1.
     """
 
     topic: str
     partition: int
     log_start: int
     end: int
+    online: bool = True
 
 
 def snapshot(pool: NodePool, topics: Iterable[str], isolation: Isolation,
              missing_ok: bool) -> dict[TopicPartition, PartitionInfo]:
-    """Describe ``topics``; a missing topic raises unless ``missing_ok`` (then it has no partitions).
+    """Describe ``topics``; a missing topic raises, or with ``missing_ok`` has no partitions.
 
     Streaming queries pass ``missing_ok`` so a subscribed topic created later
     is picked up (from earliest) instead of failing the query.
@@ -61,10 +63,33 @@ def snapshot(pool: NodePool, topics: Iterable[str], isolation: Isolation,
                 raise OptionError(f"tidelog: topic {topic!r} does not exist") from e
             raise
         for ps in desc["partitions"]:
-            end = ps["high_watermark"] if isolation == "committed" else ps["log_end_offset"]
+            end = ps.get("high_watermark" if isolation == "committed" else "log_end_offset")
+            start = ps.get("log_start_offset")
             p = int(ps["partition"])
-            out[(topic, p)] = PartitionInfo(topic, p, int(ps["log_start_offset"]), int(end))
+            if start is None or end is None:
+                out[(topic, p)] = _probe(pool, topic, p, isolation)
+            else:
+                out[(topic, p)] = PartitionInfo(topic, p, int(start), int(end))
     return out
+
+
+def _probe(pool: NodePool, topic: str, partition: int, isolation: Isolation) -> PartitionInfo:
+    """Offsets of a partition the answering node does not host, from its leader.
+
+    A node's topic description only carries offsets for partitions it has a
+    replica of (nodes do not share offsets in metadata), but a fetch is
+    forwarded to the leader and its answer carries them. No leader (after
+    retries): offline.
+    """
+    try:
+        page = pool.call(lambda c: c.fetch(topic, partition, "latest", max_records=1,
+                                           isolation=isolation))
+    except TidelogError as e:
+        if e.code in ("NOT_LEADER", "UNAVAILABLE"):
+            return PartitionInfo(topic, partition, -1, -1, online=False)
+        raise
+    end = page.high_watermark if isolation == "committed" else page.log_end_offset
+    return PartitionInfo(topic, partition, page.log_start_offset, end)
 
 
 def offset_for_timestamp(pool: NodePool, tp: TopicPartition, timestamp_ms: int,
@@ -81,7 +106,8 @@ def resolve(spec: OffsetSpec, parts: Mapping[TopicPartition, PartitionInfo], nam
 
     Partitions the JSON does not mention get ``default_missing`` (EARLIEST or
     LATEST); a JSON partition that does not exist is an error, since a typo
-    would otherwise read nothing without a word.
+    would otherwise read nothing without a word. An offline partition resolves
+    to -1 unless the JSON gives it a concrete offset.
     """
     if isinstance(spec, dict):
         for topic, per in spec.items():
@@ -97,7 +123,12 @@ def resolve(spec: OffsetSpec, parts: Mapping[TopicPartition, PartitionInfo], nam
         else:
             assert isinstance(spec, dict)
             want = spec.get(tp[0], {}).get(tp[1], default_missing)
-        out[tp] = info.log_start if want == EARLIEST else info.end if want == LATEST else want
+        if want >= 0:
+            out[tp] = want
+        elif not info.online:
+            out[tp] = -1
+        else:
+            out[tp] = info.log_start if want == EARLIEST else info.end
     return out
 
 
@@ -131,23 +162,23 @@ class OffsetRange:
 
 
 def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
-                max_records: int) -> list[OffsetRange]:
+                max_records: int,
+                new_start: Mapping[TopicPartition, int] | None = None) -> list[OffsetRange]:
     """Ranges for every partition in ``end``, split so none spans more than ``max_records``.
 
-    A partition absent from ``start`` is new and read from offset 0
-    (``from_earliest``). Ordered by topic, partition, start so batch output
+    A partition absent from ``start`` is new: it is read from its log start
+    as far as known (``new_start``, else 0) and all its ranges are
+    ``from_earliest``. Ordered by topic, partition, start so batch output
     order is deterministic.
     """
     out: list[OffsetRange] = []
     for tp in sorted(end):
         new = tp not in start
-        lo = 0 if new else start[tp]
+        lo = (new_start or {}).get(tp, 0) if new else start[tp]
         hi = end[tp]
-        first = True
         while lo < hi:
             step_hi = min(hi, lo + max_records)
-            out.append(OffsetRange(tp[0], tp[1], lo, step_hi, new and first))
-            first = False
+            out.append(OffsetRange(tp[0], tp[1], lo, step_hi, new))
             lo = step_hi
     return out
 

@@ -42,7 +42,7 @@ def _get(options: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+def bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
     raw = _get(options, name)
     if raw is None:
         return default
@@ -91,7 +91,9 @@ def _topics(options: Mapping[str, str], required: bool) -> tuple[str, ...]:
     return topics
 
 
-def parse_offset_spec(raw: str | None, name: str, default: str, topics: tuple[str, ...]) -> OffsetSpec:
+def parse_offset_spec(
+    raw: str | None, name: str, default: str, topics: tuple[str, ...]
+) -> OffsetSpec:
     """Parse ``startingOffsets`` / ``endingOffsets``.
 
     JSON keys are validated against the subscribed topics here (on the driver)
@@ -164,7 +166,8 @@ class ReadOptions:
                               "(use Trigger.AvailableNow to stop a stream at the current end)")
         ending = parse_offset_spec(ending_raw, "endingOffsets", "latest", topics)
         if ending == "earliest" or (
-            isinstance(ending, dict) and any(o == EARLIEST for m in ending.values() for o in m.values())
+            isinstance(ending, dict)
+            and any(o == EARLIEST for m in ending.values() for o in m.values())
         ):
             raise OptionError("option endingOffsets cannot be earliest (-2): it would read nothing")
         max_trigger = _int(options, "maxRecordsPerTrigger", None, 1)
@@ -181,8 +184,8 @@ class ReadOptions:
             max_records_per_partition=_int(options, "maxRecordsPerPartition", 100_000, 1) or 1,
             fetch_max_records=_int(options, "fetchMaxRecords", 5_000, 1) or 1,
             isolation=iso,  # type: ignore[arg-type]
-            include_headers=_bool(options, "includeHeaders", False),
-            fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+            include_headers=bool_option(options, "includeHeaders", False),
+            fail_on_data_loss=bool_option(options, "failOnDataLoss", True),
             timeout_s=(_int(options, "timeoutMs", 30_000, 1) or 30_000) / 1000,
             ending_given=ending_raw is not None,
         )
@@ -218,7 +221,9 @@ class WriteOptions:
             topic=topics[0] if topics else None,
             acks=acks,
             batch_size=_int(options, "batchSize", 1000, 1) or 1000,
-            timeout_ms=_int(options, "timeoutMs", 30_000, 1) or 30_000,
+            # Below the nodes' forward timeout (30 s), so a slow commit comes back as the
+            # leader's 504 TIMEOUT rather than a forwarding node's 503.
+            timeout_ms=_int(options, "timeoutMs", 10_000, 1) or 10_000,
             value_format=fmt,  # type: ignore[arg-type]
             retries=_int(options, "retries", 5, 0) or 0,
         )
