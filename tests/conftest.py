@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.support.node import NodeProcess
+
 # CI replays the same examples every run (a failure there is reproducible from the
 # log); locally Hypothesis keeps exploring new ones.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
-
-from tests.support.node import NodeProcess
 
 
 @pytest.fixture

@@ -24,8 +24,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from app.storage.batch import BatchHeader, CorruptBatchError, encode_batch, verify_crc
 from app.storage.epoch_cache import LeaderEpochCache
