@@ -297,33 +297,45 @@ class Node:
 
     def _confirm_leadership(self) -> None:
         """Tell the controller we took up the leaderships it offered us (seed 002
-        wait-for-response); it tries the next candidate if we do not in time."""
-        me = self.settings.node_id
-        for (t, p), r in self.partitions.items():
-            key = (t, p, r.meta.leader_epoch)
-            if r.meta.leader == me and r.meta.status == "election" and key not in self._confirming:
-                self._confirming.add(key)
-                asyncio.get_running_loop().create_task(self._confirm(t, p, r.meta.leader_epoch))
+        wait-for-response); it tries the next candidate if we do not in time.
 
-    async def _confirm(self, topic: str, partition: int, leader_epoch: int) -> None:
+        All pending confirmations go in one request, committed as one decision:
+        a broker failure re-elects hundreds of partitions at once, and one raft
+        commit per partition kept the controller busy for seconds.
+        """
+        me = self.settings.node_id
+        new = [
+            (t, p, r.meta.leader_epoch)
+            for (t, p), r in self.partitions.items()
+            if r.meta.leader == me and r.meta.status == "election"
+            and (t, p, r.meta.leader_epoch) not in self._confirming
+        ]
+        if new:
+            self._confirming.update(new)
+            asyncio.get_running_loop().create_task(self._confirm(new))
+
+    async def _confirm(self, keys: list[tuple[str, int, int]]) -> None:
         assert self.agent is not None
         try:
             for attempt in range(20):
-                meta = self.image.partition(topic, partition)
-                if meta is None or meta.leader_epoch != leader_epoch or meta.status != "election":
+                still = [
+                    (t, p, e) for t, p, e in keys
+                    if (m := self.image.partition(t, p)) is not None
+                    and m.leader_epoch == e and m.status == "election"
+                ]
+                if not still:
                     return
                 try:
-                    await self.agent.call("confirm_leadership", {
+                    await self.agent.call("confirm_leaderships", {
                         "broker_id": self.settings.node_id, "broker_epoch": self.broker_epoch,
-                        "topic": topic, "partition": partition, "leader_epoch": leader_epoch,
+                        "partitions": [list(k) for k in still],
                     })
                     return
                 except Exception as e:  # retried: the controller may be failing over
-                    log.info("confirm %s/%s epoch %d failed (%s), retrying", topic, partition,
-                             leader_epoch, e)
+                    log.info("confirming %d leaderships failed (%s), retrying", len(still), e)
                     await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
         finally:
-            self._confirming.discard((topic, partition, leader_epoch))
+            self._confirming.difference_update(keys)
 
     async def wait_reconciled(self, version: int, timeout_s: float) -> bool:
         """Wait until local replicas reflect metadata ``version``."""

@@ -218,6 +218,27 @@ class ControllerService:
                 "version": self.image.version, "isr": list(p.isr),
                 "partition_epoch": p.partition_epoch, "leader_epoch": p.leader_epoch,
             }
+        if op == "confirm_leaderships":
+            # Many partitions in one decision (one commit); stale ones are skipped.
+            bid, bep = int(body["broker_id"]), int(body["broker_epoch"])
+            cmds = [
+                ConfirmLeadership(broker_id=bid, broker_epoch=bep, topic=str(t),
+                                  partition=int(p), leader_epoch=int(e))
+                for t, p, e in body["partitions"]
+            ]
+            refused: list[list[Any]] = []
+
+            def confirm_all(m: ControllerMachine) -> Decision:
+                recs: list[R.Record] = []
+                for c in cmds:
+                    try:
+                        recs += m.confirm_leadership(c).records
+                    except ControllerError as err:
+                        refused.append([c.topic, c.partition, err.code])
+                return Decision(recs)
+
+            await self.run(confirm_all)
+            return {"version": self.image.version, "refused": refused}
         if op == "confirm_leadership":
             c = ConfirmLeadership(
                 broker_id=int(body["broker_id"]), broker_epoch=int(body["broker_epoch"]),
