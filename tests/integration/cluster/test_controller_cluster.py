@@ -197,8 +197,14 @@ def test_an_observer_broker_registers_hosts_replicas_and_forwards_without_voting
         ctrl = eventually(lambda: active_controller(c), what="a controller")
         assert ctrl in (1, 2, 3), "only voters can be the controller"
         observer = c.node(4)
-        view = cluster_view(observer)
-        assert {b["id"]: b["voter"] for b in view["brokers"]} == {1: True, 2: True, 3: True, 4: False}
+
+        def voters_seen() -> dict[int, bool]:
+            # The observer's image may trail the last registrations by a metadata poll.
+            view = {b["id"]: b["voter"] for b in cluster_view(observer)["brokers"]}
+            return view if len(view) == 4 else {}
+
+        seen = eventually(voters_seen, what="all four brokers in the observer's metadata")
+        assert seen == {1: True, 2: True, 3: True, 4: False}
         with observer.client() as cl:
             t = cl.create_topic("obs", partitions=4, replication_factor=1)
             assert 4 in {p["leader"] for p in t["partitions"]}, "the observer leads a share"
