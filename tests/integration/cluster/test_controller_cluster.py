@@ -47,6 +47,16 @@ def active_controller(c: ClusterProcesses) -> int | None:
     return seen.pop() if len(seen) == 1 and None not in seen else None
 
 
+def known_everywhere(c: ClusterProcesses, topic: str) -> None:
+    """Wait until every live node's metadata has the topic (propagation is a long-poll away)."""
+    for n in c.nodes:
+        if n.alive:
+            eventually(
+                lambda n=n: httpx.get(f"{n.url}/v1/topics/{topic}", timeout=2).status_code == 200,
+                what=f"{topic} known to node {n.node_id}",
+            )
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
     c = ClusterProcesses(tmp_path, 3, env={"TIDELOG_SESSION_TIMEOUT_MS": "3000",
@@ -66,12 +76,15 @@ def test_three_nodes_elect_one_controller_and_topic_created_anywhere_is_seen_eve
     assert len(created["partitions"]) == 6
     leaders = {p["leader"] for p in created["partitions"]}
     assert leaders == {1, 2, 3}, "leaders spread over all brokers"
+    known_everywhere(cluster, "orders")
     for n in cluster.nodes:
         with n.client() as c:
             t = c.describe_topic("orders")
             assert [sorted(p["replicas"]) for p in t["partitions"]] == [[1, 2, 3]] * 6
-    brokers = cluster_view(cluster.node(1))["brokers"]
-    assert [b["status"] for b in brokers] == ["alive"] * 3
+    eventually(
+        lambda: [b["status"] for b in cluster_view(cluster.node(1))["brokers"]] == ["alive"] * 3,
+        what="three live brokers in node 1's metadata",
+    )
 
 
 def test_produce_and_fetch_through_any_node_are_forwarded_to_the_leader(
@@ -81,6 +94,7 @@ def test_produce_and_fetch_through_any_node_are_forwarded_to_the_leader(
     with cluster.node(1).client() as c:
         t = c.create_topic("fwd", partitions=3, replication_factor=1)
     led_by = {p["partition"]: p["leader"] for p in t["partitions"]}
+    known_everywhere(cluster, "fwd")
     for n in cluster.nodes:
         with n.client() as c:
             for p in range(3):
@@ -108,6 +122,7 @@ def test_killing_the_controller_elects_another_with_metadata_intact(
         timeout_s=30, what="a new controller",
     )
     survivor = cluster.node(new)
+    known_everywhere(cluster, "before")  # committed before the kill, so it survives it
     with survivor.client() as c:
         assert len(c.describe_topic("before")["partitions"]) == 4
         c.create_topic("after", partitions=1, replication_factor=2)
