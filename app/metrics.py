@@ -37,7 +37,7 @@ class _PartitionCollector(Collector):
             leo.add_metric(lv, r.log_end_offset)
             lso.add_metric(lv, r.log_start_offset)
             size.add_metric(lv, r.log.size_bytes)
-            isr.add_metric(lv, len(r.leader.isr))
+            isr.add_metric(lv, r.isr_size())
         yield from (hw, leo, lso, size, isr)
 
 

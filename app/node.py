@@ -28,6 +28,7 @@ from app.metrics import Metrics
 from app.partition import PartitionReplica, log_config, now_ms
 from app.purgatory import OffsetWaiters
 from app.records import ProducedRecord
+from app.replica.driver import ReplicationDriver
 from app.settings import Settings
 from app.storage import PartitionLog
 from replication.controller.commands import ControllerSettings
@@ -58,6 +59,7 @@ class Node:
         self.peers = Peers(settings.cluster_secret or secrets.token_hex(16))
         self.partitions: dict[tuple[str, int], PartitionReplica] = {}
         self.metrics = Metrics(self)
+        self.replication = ReplicationDriver(self)
         self.ready = False
         self.clean_start = True
         self._sticky: dict[str, int] = {}
@@ -127,6 +129,7 @@ class Node:
         await self.agent.registered.wait()
         # Ready means this node's replicas are open for the metadata it registered at.
         await self.wait_reconciled(self.image.version, 300)
+        self.replication.start()
         self._tasks += [
             asyncio.create_task(self._every(self.settings.checkpoint_interval_ms, self.checkpoint)),
             asyncio.create_task(
@@ -170,6 +173,7 @@ class Node:
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
+        await self.replication.stop()
         for p in self.partitions.values():
             p.close_waiters()
         if self.settings.fsync_policy != "never":
@@ -251,7 +255,7 @@ class Node:
                     replica = self.partitions.get((topic.name, meta.partition))
                     if replica is not None:
                         events += self._role_change_events(replica, meta)
-                        replica.update_meta(meta)
+                        self.replication.apply_meta(replica, meta, events)
                     elif me in meta.replicas:
                         todo.append((topic, meta.partition))
             for i in range(0, len(todo), 64):
@@ -266,8 +270,11 @@ class Node:
                         self._reconcile_wanted = True
                         continue
                     events += self._role_change_events(replica, current.partitions[replica.partition])
-                    replica.update_meta(current.partitions[replica.partition])
                     self.partitions[(replica.topic, replica.partition)] = replica
+                    self.replication.apply_meta(
+                        replica, current.partitions[replica.partition], events
+                    )
+            self.replication.replan()
             self._confirm_leadership()
             if events and self.catalog is not None:
                 await asyncio.to_thread(self.catalog.add_events, events)
@@ -377,7 +384,8 @@ class Node:
                 log_end_offset=plog.log_end_offset,
             )
         return PartitionReplica(
-            topic.name, topic.topic_id, meta, topic.config, plog, self.settings.node_id, hw
+            topic.name, topic.topic_id, meta, topic.config, plog, self.settings.node_id, hw,
+            self.replication.settings,
         )
 
     def _drop_topic(self, name: str) -> None:

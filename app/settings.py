@@ -53,6 +53,25 @@ class Settings(BaseSettings):
     election_timeout_ms: int = Field(5000, ge=100)
     controller_tick_ms: int = Field(200, ge=10)
     metadata_wait_ms: int = Field(5000, ge=10, description="Metadata long-poll duration.")
+    replica_lag_time_ms: int = Field(
+        10_000, ge=10, description="A follower not caught up for this long leaves the ISR."
+    )
+    replica_lag_max_records: int = Field(
+        0, ge=0, description="A follower this many records behind leaves the ISR (0: off)."
+    )
+    leader_timeout_ms: int = Field(
+        5_000, ge=10, description="A follower without a successful fetch this long reports "
+        "its leader as suspect to the controller.",
+    )
+    alter_partition_retry_ms: int = Field(2_000, ge=10)
+    replica_fetch_wait_ms: int = Field(500, ge=0, description="Replica fetch long-poll time.")
+    replica_fetch_max_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    replica_fetch_timeout_ms: int = Field(
+        5_000, ge=100, description="Replica fetch timeout on top of replica_fetch_wait_ms."
+    )
+    replica_fetch_backoff_ms: int = Field(50, ge=1)
+    replica_fetch_backoff_ms_max: int = Field(1_000, ge=1)
+    replica_tick_ms: int = Field(100, ge=5, description="ISR and suspicion checks interval.")
     forward_timeout_ms: int = Field(30_000, ge=100)
     log_level: str = Field("info")
     access_log: bool = Field(False, description="uvicorn access log (costly on the hot path).")

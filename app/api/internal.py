@@ -4,7 +4,9 @@
 controller (register, heartbeat, create_topic, delete_topic,
 alter_partition, confirm_leadership, leader_suspect); ``GET
 /internal/v1/metadata?version=V&wait_ms=W`` long-polls metadata deltas;
-``GET /internal/v1/controller`` says who the controller is. A node that is
+``GET /internal/v1/controller`` says who the controller is.
+``POST /internal/v1/replica/fetch`` is the replica fetch (``app/replica/serve.py``):
+a JSON request for many partitions, a binary-framed answer (``app/replica/wire.py``). A node that is
 not the active controller answers ``421 NOT_CONTROLLER`` with a
 ``leader_id`` hint. Bodies are JSON; see ``app/cluster/controller.py``.
 """
@@ -21,6 +23,8 @@ from app.api.deps import NodeDep
 from app.cluster.controller import NotController
 from app.errors import ApiError
 from app.node import Node
+from app.replica.serve import parse_replica_fetch, serve_replica_fetch
+from app.replica.wire import CONTENT_TYPE
 
 
 def require_secret(request: Request) -> None:
@@ -90,3 +94,13 @@ async def metadata(
         return _json(await node.controller.metadata_since(version, wait_ms))
     except NotController as e:
         raise _not_controller(node, e) from None
+
+
+@router.post("/replica/fetch")
+async def replica_fetch(request: Request, node: NodeDep) -> Response:
+    """A follower's long-poll fetch of every partition it follows on this broker."""
+    try:
+        fetch = parse_replica_fetch(orjson.loads(await request.body()))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise ApiError("INVALID_REQUEST", f"bad replica fetch: {e!r}") from None
+    return Response(await serve_replica_fetch(node, fetch), media_type=CONTENT_TYPE)

@@ -72,7 +72,7 @@ async def _produce(
             if not rep.leader.can_commit():
                 raise ApiError(
                     "NOT_ENOUGH_REPLICAS",
-                    f"{topic}/{p} has {len(rep.leader.isr)} in-sync replicas, "
+                    f"{topic}/{p} has {rep.isr_size()} in-sync replicas, "
                     f"min_insync_replicas is {rep.config.min_insync_replicas}; nothing was written",
                 )
     offsets: list[tuple[int, int]] = [(0, 0)] * len(records)

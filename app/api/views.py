@@ -10,37 +10,57 @@ from replication.controller.image import NO_LEADER, PartitionMeta, TopicMeta
 
 
 def partition_state(node: Node, meta: PartitionMeta) -> dict[str, Any]:
-    """PartitionState (API.md). Offsets come from the local replica when this node has one."""
+    """PartitionState (API.md) from this node's replica.
+
+    On the leader: every replica's LEO, lag, last fetch, in_sync and live
+    (the LRS, seed 002) from the leader's replication state. On a follower:
+    its own replica only (the others' progress is known to the leader alone).
+    ``isr``/epochs are the controller's committed values.
+    """
     replica = node.partitions.get((meta.topic, meta.partition))
     hw = leo = lso = None
     replica_states: list[dict[str, Any]] = []
     lrs: list[int] = []
+    me = node.settings.node_id
+    isr = list(meta.isr)
     if replica is not None:
         hw, leo, lso = replica.high_watermark, replica.log_end_offset, replica.log_start_offset
         t = now_ms()
-        for b in meta.replicas:
-            if b == node.settings.node_id:
-                replica_states.append(
-                    {"broker": b, "log_end_offset": leo, "lag": 0, "last_fetch_ms": 0,
-                     "in_sync": b in meta.isr, "live": True}
-                )
-                lrs.append(b)
-            else:
-                prog = replica.leader.replicas.get(b)
+        ls = replica.leader_state
+        if ls is not None:
+            lrs = list(ls.live_replicas(t))
+            maximal = ls.maximal_isr
+            for b in meta.replicas:
+                if b == me:
+                    replica_states.append(
+                        {"broker": b, "log_end_offset": leo, "lag": 0, "last_fetch_ms": 0,
+                         "in_sync": b in ls.isr, "live": True}
+                    )
+                    continue
+                prog = ls.replicas.get(b)
                 last = prog.last_fetch_ms if prog else -1
                 rleo = prog.log_end_offset if prog else 0
                 replica_states.append(
                     {"broker": b, "log_end_offset": rleo, "lag": max(0, leo - rleo),
                      "last_fetch_ms": t - last if last >= 0 else None,
-                     "in_sync": b in meta.isr, "live": False}
+                     "in_sync": b in ls.isr, "live": b in lrs,
+                     "pending_isr_change": b in maximal and b not in ls.isr}
                 )
+        else:
+            fs = replica.follower_state
+            replica_states.append(
+                {"broker": me, "log_end_offset": leo,
+                 "lag": max(0, fs.leader_high_watermark - leo) if fs else None,
+                 "last_fetch_ms": t - fs.last_fetch_ok_ms if fs else None,
+                 "in_sync": me in meta.isr, "live": True}
+            )
     status = meta.status if meta.leader != NO_LEADER else "offline"
     return {
         "topic": meta.topic,
         "partition": meta.partition,
         "leader": meta.leader if meta.leader != NO_LEADER else None,
         "replicas": list(meta.replicas),
-        "isr": list(meta.isr),
+        "isr": isr,
         "lrs": lrs,
         "leader_epoch": meta.leader_epoch,
         "partition_epoch": meta.partition_epoch,

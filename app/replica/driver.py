@@ -1,0 +1,242 @@
+"""Executes the protocol core's actions and drives its clock (ARCHITECTURE.md layer 3).
+
+* ``SendAlterPartition`` → ``agent.call("alter_partition")``; the answer goes
+  back through ``LeaderState.on_alter_partition_result`` (seed 001 §6.3 rule 4,
+  §6.5.2); committed changes are written to the catalog history with reasons.
+* ``ReportLeaderSuspect`` → ``agent.call("leader_suspect")`` (seed 000
+  "Partition Leader Failure").
+* ``HighWatermarkAdvanced`` → wake acks=all waiters and parked fetches.
+* ``Truncate``/``AppendFetched`` → the follower's log.
+* A tick loop runs ``LeaderState.tick`` (ISR shrink by lag time/records) and
+  ``FollowerState.tick`` (suspicion) for every replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from app.errors import ApiError
+from app.partition import PartitionReplica, now_ms
+from app.replica.fetcher import ReplicaFetcher
+from replication.controller.errors import ControllerError
+from replication.controller.image import PartitionMeta
+from replication.core import (
+    Action,
+    AppendFetched,
+    HighWatermarkAdvanced,
+    LeaderState,
+    ReplicationSettings,
+    ReportLeaderSuspect,
+    SendAlterPartition,
+    Truncate,
+)
+
+if TYPE_CHECKING:
+    from app.node import Node
+
+log = logging.getLogger("tidelog.replication")
+
+
+class ReplicationDriver:
+    """One per node: the fetcher, the tick loop, and the action executor."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        s = node.settings
+        self.settings = ReplicationSettings(
+            replica_lag_time_ms=s.replica_lag_time_ms,
+            replica_lag_max_records=s.replica_lag_max_records,
+            leader_timeout_ms=s.leader_timeout_ms,
+            alter_partition_retry_ms=s.alter_partition_retry_ms,
+        )
+        self.fetcher = ReplicaFetcher(node)
+        self._tick_task: asyncio.Task[None] | None = None
+        self._bg: set[asyncio.Task[None]] = set()
+        self._last_tick_ms = -1
+        self._suspect_grace_until_ms = -1
+        self._isr_reasons: dict[tuple[str, int], tuple[tuple[int, ...], dict[str, Any]]] = {}
+        """The last ISR change this leader proposed per partition, with its reason."""
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def start(self) -> None:
+        self._tick_task = asyncio.get_running_loop().create_task(self._tick_loop())
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._tick_task, *self._bg) if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        await self.fetcher.stop()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+
+    # ---- metadata ------------------------------------------------------------------------
+    def apply_meta(
+        self, replica: PartitionReplica, meta: PartitionMeta, events: list[dict[str, Any]]
+    ) -> None:
+        """Role change or ISR/epoch update from the controller's metadata.
+
+        An ISR change is added to ``events`` (the catalog history): with the
+        leader's reason when it proposed exactly this ISR, else as the
+        controller's own decision (fencing, election).
+        """
+        old = replica.meta
+        replica.broker_epoch = self.node.broker_epoch
+        self.execute(replica, replica.update_meta(meta))
+        if old is meta or tuple(old.isr) == tuple(meta.isr) or old.topic != meta.topic:
+            return
+        key = (meta.topic, meta.partition)
+        proposed = self._isr_reasons.get(key)
+        removed = [b for b in old.isr if b not in meta.isr]
+        added = [b for b in meta.isr if b not in old.isr]
+        if proposed is not None and proposed[0] == tuple(meta.isr):
+            why = dict(proposed[1])
+            del self._isr_reasons[key]
+        elif meta.leader != self.node.settings.node_id:
+            why = {"reason": f"seen as a follower: proposed by leader {meta.leader} or decided "
+                             "by the controller (fencing, election)"}
+        else:
+            why = {"reason": "by the controller: broker fenced, leader suspected or re-elected"}
+        events.append({
+            "ts_ms": now_ms(), "topic": meta.topic, "partition": meta.partition,
+            "kind": "isr_shrink" if removed else "isr_expand",
+            "leader_epoch": meta.leader_epoch, "reason": why.pop("reason"),
+            "detail": {**why, "added": added, "removed": removed, "old_isr": list(old.isr),
+                       "new_isr": list(meta.isr), "partition_epoch": meta.partition_epoch},
+        })
+
+    def replan(self) -> None:
+        self.fetcher.replan()
+
+    # ---- actions -------------------------------------------------------------------------
+    def execute(
+        self, replica: PartitionReplica, actions: list[Action], records: bytes | memoryview = b""
+    ) -> None:
+        """Carry out the core's actions in order (they are few and usually none)."""
+        for a in actions:
+            if isinstance(a, HighWatermarkAdvanced):
+                replica.on_hw_advanced()
+            elif isinstance(a, AppendFetched):
+                replica.append_fetched(records)
+            elif isinstance(a, Truncate):
+                log.info("%s/%d: truncating to %d (LEO %d) on divergence", replica.topic,
+                         replica.partition, a.offset, replica.log_end_offset)
+                replica.truncate(a.offset)
+            elif isinstance(a, SendAlterPartition):
+                ls = replica.leader_state
+                if ls is not None:
+                    key = (replica.topic, replica.partition)
+                    self._isr_reasons[key] = (tuple(a.new_isr), self._isr_reason(ls, a))
+                    self._spawn(self._alter_partition(replica, ls, a))
+            elif isinstance(a, ReportLeaderSuspect):
+                self._spawn(self._report_suspect(replica, a))
+
+    @staticmethod
+    def _isr_reason(ls: LeaderState, a: SendAlterPartition) -> dict[str, Any]:
+        """Why the ISR changes, for the history (seed 001 §6.5.3; Kafka/Fluvio shrink rules)."""
+        removed = [b for b in ls.isr if b not in a.new_isr]
+        now = now_ms()
+        why: dict[str, Any] = {"proposed_by": ls.local_broker, "leader_leo": ls.log_end_offset,
+                               "high_watermark": ls.high_watermark}
+        if removed:
+            parts = []
+            for b in removed:
+                p = ls.replicas.get(b)
+                lag = ls.log_end_offset - (p.log_end_offset if p else 0)
+                since = now - p.last_caught_up_ms if p and p.last_caught_up_ms >= 0 else None
+                parts.append(f"replica {b} lags {lag} records, last caught up "
+                             + (f"{since} ms ago" if since is not None else "never"))
+            why["reason"] = "; ".join(parts)
+        else:
+            why["reason"] = "caught up: reached the HW and LESO in this leader epoch"
+        return why
+
+    async def _alter_partition(
+        self, replica: PartitionReplica, ls: LeaderState, a: SendAlterPartition
+    ) -> None:
+        node = self.node
+        assert node.agent is not None
+        body = {
+            "broker_id": node.settings.node_id, "broker_epoch": node.broker_epoch,
+            "topic": replica.topic, "partition": replica.partition,
+            "leader_epoch": a.leader_epoch, "partition_epoch": a.partition_epoch,
+            "new_isr": list(a.new_isr),
+            "broker_epochs": {str(k): v for k, v in a.broker_epochs.items()},
+        }
+        error: str | None = None
+        out: dict[str, Any] = {}
+        try:
+            out = await node.agent.call("alter_partition", body)
+        except ControllerError as e:
+            error = e.code
+        except (ApiError, OSError) as e:
+            log.info("alter_partition %s/%d not answered (%s); the tick retries",
+                     replica.topic, replica.partition, e)
+            return
+        if replica.leader_state is not ls or node.partitions.get(
+            (replica.topic, replica.partition)
+        ) is not replica:
+            return  # deposed or dropped meanwhile: the answer is moot
+        if error is None:
+            actions = ls.on_alter_partition_result(
+                isr=tuple(int(b) for b in out["isr"]),
+                partition_epoch=int(out["partition_epoch"]),
+            )
+        else:
+            log.info("alter_partition %s/%d refused: %s", replica.topic, replica.partition, error)
+            actions = ls.on_alter_partition_result(error=error)
+        self.execute(replica, actions)
+
+    async def _report_suspect(self, replica: PartitionReplica, a: ReportLeaderSuspect) -> None:
+        node = self.node
+        assert node.agent is not None
+        log.info("%s/%d: leader %d suspect (no successful fetch)", replica.topic,
+                 replica.partition, a.leader)
+        with contextlib.suppress(ControllerError, ApiError, OSError):
+            await node.agent.call("leader_suspect", {
+                "broker_id": node.settings.node_id, "broker_epoch": node.broker_epoch,
+                "topic": replica.topic, "partition": replica.partition,
+                "leader_epoch": a.leader_epoch, "partition_epoch": a.partition_epoch,
+                "log_end_offset": a.log_end_offset,
+            })
+
+    # ---- time ----------------------------------------------------------------------------
+    async def _tick_loop(self) -> None:
+        interval_s = self.node.settings.replica_tick_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.tick(now_ms())
+            except Exception:  # a failure must not stop ISR maintenance
+                log.exception("replication tick failed")
+
+    def tick(self, now: int) -> None:
+        """One tick of every replica's protocol clock.
+
+        After a stall of this process (SIGSTOP, a starved event loop) every
+        follower's last successful fetch looks old although no leader failed:
+        suspicion reports wait one ``leader_timeout_ms`` so the fetchers can
+        prove the leaders alive first (ISR shrinking on the leader side is not
+        delayed: a stalled leader's followers really were not heard from).
+        """
+        stall_ms = 10 * self.node.settings.replica_tick_ms
+        if self._last_tick_ms >= 0 and now - self._last_tick_ms > stall_ms:
+            self._suspect_grace_until_ms = now + self.settings.leader_timeout_ms
+            log.info("tick loop stalled %d ms; holding leader-suspect reports",
+                     now - self._last_tick_ms)
+        self._last_tick_ms = now
+        suspect_ok = now >= self._suspect_grace_until_ms
+        for r in list(self.node.partitions.values()):
+            if r.leader_state is not None:
+                self.execute(r, r.leader_state.tick(now))
+            elif r.follower_state is not None and suspect_ok:
+                self.execute(r, r.follower_state.tick(r.log, now))
