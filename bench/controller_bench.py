@@ -50,6 +50,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--failover-limit-s", type=float, default=120.0,
+                    help="give up on one failover after this long (reported, counted as the limit)")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="tidelog-ctrl-bench-"))
     cluster = ClusterProcesses(base, 3, env={"TIDELOG_LOG_LEVEL": "warning"}).start()
@@ -68,13 +70,16 @@ def main() -> None:
             victim = cluster.node(ctrl)
             t0 = time.perf_counter()
             victim.kill()
+            give_up = t0 + args.failover_limit_s
             with Client(survivor.url, timeout_s=10) as c:
-                while True:
+                while time.perf_counter() < give_up:
                     try:
                         c.create_topic(f"failover-{i}", partitions=1, replication_factor=2)
                         break
                     except (TidelogError, httpx.HTTPError):
                         time.sleep(0.02)
+                else:
+                    print(f"failover {i}: no admin write succeeded within {args.failover_limit_s} s")
             failovers.append(time.perf_counter() - t0)
             victim.start(wait_ready_s=60)
     finally:
