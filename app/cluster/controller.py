@@ -247,6 +247,28 @@ class ControllerService:
             )
             await self.run(lambda m: m.confirm_leadership(c))
             return {"version": self.image.version}
+        if op == "leader_suspects":
+            # Every partition a dead leader led, from one follower, in one decision.
+            bid, bep = int(body["broker_id"]), int(body["broker_epoch"])
+            reports = [
+                LeaderSuspect(broker_id=bid, broker_epoch=bep, topic=str(tp), partition=int(p),
+                              leader_epoch=int(le), partition_epoch=int(pe),
+                              log_end_offset=int(leo))
+                for tp, p, le, pe, leo in body["reports"]
+            ]
+            ignored: list[list[Any]] = []
+
+            def suspect_all(m: ControllerMachine) -> Decision:
+                recs: list[R.Record] = []
+                for rep in reports:
+                    try:
+                        recs += m.report_leader_suspect(rep, t).records
+                    except ControllerError as err:
+                        ignored.append([rep.topic, rep.partition, err.code])
+                return Decision(recs)
+
+            await self.run(suspect_all)
+            return {"version": self.image.version, "ignored": ignored}
         if op == "leader_suspect":
             s = LeaderSuspect(
                 broker_id=int(body["broker_id"]), broker_epoch=int(body["broker_epoch"]),

@@ -60,6 +60,9 @@ class ReplicationDriver:
         self._suspect_grace_until_ms = -1
         self._isr_reasons: dict[tuple[str, int], tuple[tuple[int, ...], dict[str, Any]]] = {}
         """The last ISR change this leader proposed per partition, with its reason."""
+        self._suspects: dict[tuple[str, int], ReportLeaderSuspect] = {}
+        self._suspect_flush: asyncio.Task[None] | None = None
+        self._controller_calls = asyncio.Semaphore(16)
 
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -138,7 +141,7 @@ class ReplicationDriver:
                     self._isr_reasons[key] = (tuple(a.new_isr), self._isr_reason(ls, a))
                     self._spawn(self._alter_partition(replica, ls, a))
             elif isinstance(a, ReportLeaderSuspect):
-                self._spawn(self._report_suspect(replica, a))
+                self._queue_suspect(replica, a)
 
     @staticmethod
     def _isr_reason(ls: LeaderState, a: SendAlterPartition) -> dict[str, Any]:
@@ -175,7 +178,8 @@ class ReplicationDriver:
         error: str | None = None
         out: dict[str, Any] = {}
         try:
-            out = await node.agent.call("alter_partition", body)
+            async with self._controller_calls:  # bounded: a burst must not flood the pool
+                out = await node.agent.call("alter_partition", body)
         except ControllerError as e:
             error = e.code
         except (ApiError, OSError) as e:
@@ -196,18 +200,35 @@ class ReplicationDriver:
             actions = ls.on_alter_partition_result(error=error)
         self.execute(replica, actions)
 
-    async def _report_suspect(self, replica: PartitionReplica, a: ReportLeaderSuspect) -> None:
+    def _queue_suspect(self, replica: PartitionReplica, a: ReportLeaderSuspect) -> None:
+        """Queue a report; one request carries every pending report.
+
+        A dead leader broker makes every partition it led suspect at once: one
+        request (and one controller decision) per partition meant thousands of
+        concurrent calls that saturated this process and the controller.
+        """
+        self._suspects[(replica.topic, replica.partition)] = a
+        if self._suspect_flush is None or self._suspect_flush.done():
+            self._suspect_flush = asyncio.get_running_loop().create_task(self._report_suspects())
+            self._bg.add(self._suspect_flush)
+            self._suspect_flush.add_done_callback(self._bg.discard)
+
+    async def _report_suspects(self) -> None:
         node = self.node
         assert node.agent is not None
-        log.info("%s/%d: leader %d suspect (no successful fetch)", replica.topic,
-                 replica.partition, a.leader)
-        with contextlib.suppress(ControllerError, ApiError, OSError):
-            await node.agent.call("leader_suspect", {
-                "broker_id": node.settings.node_id, "broker_epoch": node.broker_epoch,
-                "topic": replica.topic, "partition": replica.partition,
-                "leader_epoch": a.leader_epoch, "partition_epoch": a.partition_epoch,
-                "log_end_offset": a.log_end_offset,
-            })
+        await asyncio.sleep(0)  # let the rest of this tick's reports join the batch
+        while self._suspects:
+            batch, self._suspects = self._suspects, {}
+            log.info("reporting %d partitions' leaders as suspect (no successful fetch)",
+                     len(batch))
+            with contextlib.suppress(ControllerError, ApiError, OSError):
+                await node.agent.call("leader_suspects", {
+                    "broker_id": node.settings.node_id, "broker_epoch": node.broker_epoch,
+                    "reports": [
+                        [t, p, a.leader_epoch, a.partition_epoch, a.log_end_offset]
+                        for (t, p), a in batch.items()
+                    ],
+                })
 
     # ---- time ----------------------------------------------------------------------------
     async def _tick_loop(self) -> None:

@@ -110,7 +110,11 @@ def test_paused_follower_leaves_the_isr_and_the_leader_keeps_committing(
             lambda: (s := leader_state(cluster, "slow", 0)) and slow.node_id not in s["isr"] and s,
             what="the paused follower out of the ISR",
         )
-        assert s["high_watermark"] == 30 and len(s["isr"]) == 2 and s["under_replicated"]
+        # A produce that timed out while the follower was still in the ISR was written
+        # and is retried (at-least-once), so there may be more than 30 records; all of
+        # them are committed without the paused follower.
+        assert s["high_watermark"] >= 30 and len(s["isr"]) == 2 and s["under_replicated"]
+        assert s["high_watermark"] == s["log_end_offset"]
         assert slow.node_id not in s["lrs"]
     finally:
         slow.resume()
