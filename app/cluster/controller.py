@@ -22,6 +22,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from app.cluster.metadata_log import MetadataLog, NotLeaderError
 from replication.controller import records as R
 from replication.controller.commands import (
@@ -30,6 +32,7 @@ from replication.controller.commands import (
     ControllerSettings,
     CreateTopic,
     LeaderSuspect,
+    PutEntity,
 )
 from replication.controller.deltas import RecentRecords, delta_response
 from replication.controller.errors import ControllerError
@@ -279,6 +282,10 @@ class ControllerService:
             )
             await self.run(lambda m: m.report_leader_suspect(s, t))
             return {"version": self.image.version}
+        if op == "put_entities":
+            puts = [_put_entity(x) for x in body.get("entities") or []]
+            d = await self.run(lambda m: m.put_entities(puts))
+            return {"version": self.image.version, "existed": d.existed}
         raise ControllerError("INVALID_REQUEST", f"unknown controller operation {op!r}")
 
     async def metadata_since(self, version: int, wait_ms: int) -> dict[str, Any]:
@@ -300,3 +307,19 @@ class ControllerService:
         if self.machine is None:
             return -1
         return self.machine.sessions.last_heartbeat_ms(broker_id)
+
+
+ENTITY_VALUE_BYTES_MAX = 32 * 1024
+"""One entity's JSON must fit comfortably in a raft entry (the adapter bounds datagrams)."""
+
+
+def _put_entity(x: dict[str, Any]) -> PutEntity:
+    """Parse one ``put_entities`` item; refuses values too large for the metadata log."""
+    value = x.get("value")
+    if value is not None and not isinstance(value, dict):
+        raise ControllerError("INVALID_REQUEST", "an entity value is a JSON object or null")
+    if value is not None and len(orjson.dumps(value)) > ENTITY_VALUE_BYTES_MAX:
+        raise ControllerError("INVALID_REQUEST", f"an entity value is at most {ENTITY_VALUE_BYTES_MAX} bytes")
+    expect = x.get("expect")
+    return PutEntity(kind=str(x["kind"]), name=str(x["name"]), value=value,
+                     expect=None if expect is None else str(expect))

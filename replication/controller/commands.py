@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from replication.controller.image import TopicConfig
 
@@ -97,3 +98,19 @@ class ConfirmLeadership:
     topic: str
     partition: int
     leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class PutEntity:
+    """Set or delete (``value=None``) one configuration entity.
+
+    ``expect`` makes the write conditional: ``"absent"`` (create only, refused
+    with ``ENTITY_EXISTS`` unless the stored value is identical, so a repeated
+    create is idempotent), ``"present"`` (update only, ``ENTITY_NOT_FOUND``
+    otherwise) or ``None`` (unconditional; deleting a missing entity is a no-op).
+    """
+
+    kind: str
+    name: str
+    value: dict[str, Any] | None
+    expect: str | None = None

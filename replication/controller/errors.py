@@ -39,3 +39,7 @@ INVALID_PARTITION_EPOCH = "INVALID_PARTITION_EPOCH"
 INELIGIBLE_REPLICA = "INELIGIBLE_REPLICA"
 """An added ISR member is fenced, unknown, or named with a stale broker epoch
 (seed 001 §6.5.1 case 3)."""
+ENTITY_EXISTS = "ENTITY_EXISTS"
+"""A create-only entity write found the name taken."""
+ENTITY_NOT_FOUND = "ENTITY_NOT_FOUND"
+"""An update-only entity write (or a delete) found no entity of that name."""

@@ -104,6 +104,8 @@ class MetadataImage:
     brokers: dict[int, BrokerMeta] = field(default_factory=dict)
     topics: dict[str, TopicMeta] = field(default_factory=dict)
     last_broker_epoch: int = 0
+    entities: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """Configuration entities by kind, then name (``EntityRecord``)."""
 
     def copy(self) -> MetadataImage:
         return copy.deepcopy(self)
@@ -129,6 +131,7 @@ class MetadataImage:
                 }
                 for t in sorted(self.topics.values(), key=lambda t: t.name)
             ],
+            "entities": {k: dict(sorted(v.items())) for k, v in sorted(self.entities.items())},
         }
 
     @classmethod
@@ -141,6 +144,8 @@ class MetadataImage:
         )
         for b in d["brokers"]:
             image.brokers[b["broker_id"]] = BrokerMeta(**b)
+        for kind, named in (d.get("entities") or {}).items():
+            image.entities[kind] = {name: dict(v) for name, v in named.items()}
         for t in d["topics"]:
             image.topics[t["name"]] = TopicMeta(
                 name=t["name"],
@@ -167,6 +172,14 @@ class MetadataImage:
     def all_partitions(self) -> list[PartitionMeta]:
         """Every partition, in topic-name then partition order (deterministic)."""
         return [p for name in sorted(self.topics) for p in self.topics[name].partitions]
+
+    def entity(self, kind: str, name: str) -> dict[str, Any] | None:
+        """The value of one configuration entity; ``None`` when it does not exist."""
+        return self.entities.get(kind, {}).get(name)
+
+    def entities_of(self, kind: str) -> dict[str, dict[str, Any]]:
+        """Every entity of ``kind`` by name (empty when none); do not mutate."""
+        return self.entities.get(kind, {})
 
     def live_broker(self, broker_id: int) -> bool:
         """True when the broker is registered and not fenced."""
@@ -226,6 +239,15 @@ class MetadataImage:
                     t.partitions[record.partition] = meta
             case R.RemoveTopicRecord():
                 self.topics.pop(record.name, None)
+            case R.EntityRecord():
+                if record.value is None:
+                    named = self.entities.get(record.kind)
+                    if named is not None:
+                        named.pop(record.name, None)
+                        if not named:
+                            del self.entities[record.kind]
+                else:
+                    self.entities.setdefault(record.kind, {})[record.name] = dict(record.value)
             case R.PartitionChangeRecord():
                 p = self.partition(record.topic, record.partition)
                 if p is None:

@@ -7,7 +7,8 @@ and the log can be compacted to the current values without losing anything
 (a record log would need replay from the start).
 
 Keys: ``meta`` (cluster id, version, last broker epoch), ``b/<id>`` brokers,
-``t/<name>`` topics (without partitions), ``p/<name>/<n>`` partitions.
+``t/<name>`` topics (without partitions), ``p/<name>/<n>`` partitions,
+``e/<kind>/<name>`` configuration entities.
 A ``None`` value is a tombstone (deleted key).
 """
 
@@ -61,6 +62,9 @@ def image_to_kv(image: MetadataImage) -> dict[str, Any]:
         kv[f"t/{t.name}"] = _topic(t)
         for p in t.partitions:
             kv[f"p/{t.name}/{p.partition}"] = _partition(p)
+    for kind, named in image.entities.items():
+        for name, value in named.items():
+            kv[f"e/{kind}/{name}"] = value
     return kv
 
 
@@ -76,7 +80,7 @@ def image_from_kv(kv: Mapping[str, Any]) -> MetadataImage:
     for key, value in kv.items():
         if value is None:
             continue
-        kind, _, _rest = key.partition("/")
+        kind, _, rest = key.partition("/")
         if kind == "b":
             b = BrokerMeta(**value)
             image.brokers[b.broker_id] = b
@@ -93,6 +97,9 @@ def image_from_kv(kv: Mapping[str, Any]) -> MetadataImage:
             d["isr"] = tuple(d["isr"])
             p = PartitionMeta(**d)
             parts.setdefault(p.topic, {})[p.partition] = p
+        elif kind == "e":
+            ekind, _, ename = rest.partition("/")
+            image.entities.setdefault(ekind, {})[ename] = dict(value)
     for name, t in image.topics.items():
         got = parts.get(name, {})
         t.partitions = [got[i] for i in sorted(got)]
@@ -137,6 +144,8 @@ def kv_updates(
                 out[f"t/{r.name}"] = None
                 for i in range(removed_sizes.get(r.name, 0)):
                     out[f"p/{r.name}/{i}"] = None
+            case R.EntityRecord():
+                out[f"e/{r.kind}/{r.name}"] = after.entity(r.kind, r.name)
             case R.ClusterRecord():
                 pass  # carried by "meta"
             case _:

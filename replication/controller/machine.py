@@ -50,6 +50,7 @@ from replication.controller.commands import (
     ControllerSettings,
     CreateTopic,
     LeaderSuspect,
+    PutEntity,
 )
 from replication.controller.election import Candidates, rank_candidates, suspect_quorum
 from replication.controller.errors import ControllerError
@@ -116,6 +117,9 @@ class _Offline:
 Key = tuple[str, int]
 
 TOPIC_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+ENTITY_KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+ENTITY_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+"""Entity names follow topic names: an entity keyed by topic (a hook config) fits."""
 
 
 class ControllerMachine:
@@ -312,14 +316,52 @@ class ControllerMachine:
         return Decision(recs)
 
     def delete_topic(self, name: str) -> Decision:
-        """Remove a topic and forget its soft state; ``TOPIC_NOT_FOUND`` when absent."""
+        """Remove a topic and forget its soft state; ``TOPIC_NOT_FOUND`` when absent.
+
+        Entities bound to the topic (a value whose ``"topic"`` is ``name``: its
+        hook config, subscriptions on it) go with it in the same decision, so a
+        topic re-created under the same name starts with none of them.
+        """
         topic = self.image.topics.get(name)
         if topic is None:
             raise ControllerError(E.TOPIC_NOT_FOUND, f"topic {name!r} does not exist")
         for p in topic.partitions:
             self._forget_partition((name, p.partition))
         self.progress.forget_topic(name)
-        return Decision([R.RemoveTopicRecord(name=name)])
+        recs: list[R.Record] = [R.RemoveTopicRecord(name=name)]
+        for kind in sorted(self.image.entities):
+            for ename, value in sorted(self.image.entities[kind].items()):
+                if value.get("topic") == name:
+                    recs.append(R.EntityRecord(kind=kind, name=ename, value=None))
+        return Decision(recs)
+
+    # ------------------------------------------------------------ entities
+    def put_entities(self, cmds: list[PutEntity]) -> Decision:
+        """Set or delete configuration entities, all or none (one decision).
+
+        Conditions are checked against the image *and* earlier writes of the
+        same call, so a batch that creates then updates one name works. A write
+        that changes nothing emits no record (``existed`` tells the caller when
+        every write was such a repeat).
+        """
+        view: dict[tuple[str, str], dict[str, Any] | None] = {}
+        recs: list[R.Record] = []
+        for c in cmds:
+            if not ENTITY_KIND_RE.match(c.kind) or not ENTITY_NAME_RE.match(c.name):
+                raise ControllerError(E.INVALID_REQUEST, f"invalid entity {c.kind!r}/{c.name!r}")
+            if c.expect not in (None, "absent", "present"):
+                raise ControllerError(E.INVALID_REQUEST, f"invalid expect {c.expect!r}")
+            key = (c.kind, c.name)
+            current = view[key] if key in view else self.image.entity(c.kind, c.name)
+            if c.expect == "absent" and current is not None and current != c.value:
+                raise ControllerError(E.ENTITY_EXISTS, f"{c.kind} {c.name!r} already exists")
+            if c.expect == "present" and current is None:
+                raise ControllerError(E.ENTITY_NOT_FOUND, f"{c.kind} {c.name!r} does not exist")
+            if current == c.value:
+                continue
+            view[key] = c.value
+            recs.append(R.EntityRecord(kind=c.kind, name=c.name, value=c.value))
+        return Decision(recs, existed=not recs and bool(cmds))
 
     # ---------------------------------------------------------- partitions
     def alter_partition(self, req: AlterPartition) -> Decision:

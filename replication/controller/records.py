@@ -114,6 +114,23 @@ class RemoveTopicRecord(Record):
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class EntityRecord(Record):
+    """Sets (or, with ``value=None``, deletes) one named configuration entity.
+
+    Entities are the cluster-wide settings that are not topics or partitions:
+    inbound hook configs, push subscriptions and their cursors. They ride the
+    same committed metadata log, so every broker sees the same value at the same
+    metadata version and a controller failover keeps them. The value is the
+    absolute new value (records never carry increments).
+    """
+
+    TYPE: ClassVar[str] = "entity"
+    kind: str
+    name: str
+    value: dict[str, Any] | None
+
+
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.TYPE: cls
     for cls in (
@@ -125,6 +142,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         PartitionRecord,
         PartitionChangeRecord,
         RemoveTopicRecord,
+        EntityRecord,
     )
 }
 

@@ -11,7 +11,7 @@ from replication.controller import records as R
 from replication.controller.errors import ControllerError
 from replication.controller.image import MetadataImage, TopicConfig
 from replication.controller.kv import image_from_kv, image_to_kv, kv_updates, topic_sizes
-from replication.controller.machine import ControllerMachine, CreateTopic
+from replication.controller.machine import ControllerMachine, CreateTopic, PutEntity
 
 
 def _commit(image: MetadataImage, kv: dict[str, Any], recs: list[R.Record]) -> MetadataImage:
@@ -33,6 +33,7 @@ ops = st.lists(
         st.tuples(st.just("create"), st.sampled_from("abcde"), st.integers(1, 4)),
         st.tuples(st.just("delete"), st.sampled_from("abcde"), st.just(0)),
         st.tuples(st.just("heartbeat_expire"), st.integers(1, 4), st.just(0)),
+        st.tuples(st.just("entity"), st.sampled_from("abcde"), st.integers(0, 3)),
     ),
     max_size=25,
 )
@@ -55,6 +56,10 @@ def test_incremental_key_updates_rebuild_the_same_image(seq: list[tuple[str, Any
                 d = m.create_topic(CreateTopic(a, b, 1, TopicConfig()))
             elif op == "delete":
                 d = m.delete_topic(a)
+            elif op == "entity":
+                # b == 0 deletes; otherwise a value bound to topic ``a`` (dies with it).
+                value = None if b == 0 else {"topic": a, "n": b}
+                d = m.put_entities([PutEntity("hook", a, value)])
             else:
                 now += 60_000  # every session expires: fences everyone
                 d = m.tick(now)
