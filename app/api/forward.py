@@ -40,8 +40,21 @@ def leader_url(node: Node, topic: str, partition: int, request: Request) -> str:
     return node.image.brokers[meta.leader].url
 
 
-def _headers(request: Request) -> dict[str, str]:
+_HOP_BY_HOP = frozenset((
+    "host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer",
+    "upgrade", "proxy-authorization", "proxy-connection", FORWARDED,
+))
+
+
+def _headers(request: Request, end_to_end: bool = False) -> dict[str, str]:
+    """Headers for the hop to the leader: the few the API reads, or (``end_to_end``)
+    every end-to-end header, which a webhook needs for its signature and delivery id."""
     h = {FORWARDED: "1"}
+    if end_to_end:
+        for name, value in request.headers.items():
+            if name not in _HOP_BY_HOP:
+                h[name] = value
+        return h
     for name in ("content-type", "last-event-id", "accept"):
         v = request.headers.get(name)
         if v is not None:
@@ -53,12 +66,14 @@ def _unavailable(url: str, e: Exception) -> ApiError:
     return ApiError("UNAVAILABLE", f"leader at {url} unreachable: {e!r}", status=503)
 
 
-async def forward(node: Node, request: Request, url: str, body: bytes | None = None) -> Response:
+async def forward(
+    node: Node, request: Request, url: str, body: bytes | None = None, end_to_end: bool = False
+) -> Response:
     """Send this request to ``url`` (same path and query) and relay the answer."""
     target = url + request.url.path + (f"?{request.url.query}" if request.url.query else "")
     try:
         resp = await node.peers.http.request(
-            request.method, target, content=body, headers=_headers(request),
+            request.method, target, content=body, headers=_headers(request, end_to_end),
             timeout=node.settings.forward_timeout_ms / 1000,
         )
     except httpx.HTTPError as e:
