@@ -63,6 +63,7 @@ class Node:
         self.ready = False
         self.clean_start = True
         self._sticky: dict[str, int] = {}
+        self._saved_checkpoints: dict[tuple[str, int], tuple[int, int]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpoints: dict[tuple[str, int], tuple[int, int]] = {}
         self._reconcile_task: asyncio.Task[None] | None = None
@@ -203,12 +204,17 @@ class Node:
         await asyncio.to_thread(lambda: [lg.flush() for lg in logs])
 
     async def checkpoint(self) -> None:
+        """Save the HW and recovery point of partitions whose values moved since the last save."""
+        saved = self._saved_checkpoints
         rows = [
-            (t, p, r.high_watermark, r.log.recovery_point)
+            (t, p, hw, rp)
             for (t, p), r in self.partitions.items()
+            if saved.get((t, p)) != (hw := r.high_watermark, rp := r.log.recovery_point)
         ]
         if rows and self.catalog is not None:
             await asyncio.to_thread(self.catalog.save_checkpoints, rows, now_ms())
+            for t, p, hw, rp in rows:
+                saved[(t, p)] = (hw, rp)
 
     async def enforce_retention(self) -> None:
         t = now_ms()
@@ -400,6 +406,7 @@ class Node:
             src.rename(dst)
             shutil.rmtree(dst, ignore_errors=True)
             self._checkpoints.pop(key, None)
+            self._saved_checkpoints.pop(key, None)
         if self.catalog is not None:
             self.catalog.drop_checkpoints(name)
         self._sticky.pop(name, None)
