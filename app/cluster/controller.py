@@ -206,21 +206,30 @@ class ControllerService:
             await self.run(lambda m: m.delete_topic(str(body["name"])))
             return {"version": self.image.version}
         if op == "alter_partition":
-            req = AlterPartition(
-                broker_id=int(body["broker_id"]), broker_epoch=int(body["broker_epoch"]),
-                topic=str(body["topic"]), partition=int(body["partition"]),
-                leader_epoch=int(body["leader_epoch"]),
-                partition_epoch=int(body["partition_epoch"]),
-                new_isr=tuple(int(x) for x in body["new_isr"]),
-                broker_epochs={int(k): int(v) for k, v in (body.get("broker_epochs") or {}).items()},
-            )
+            req = _alter_request(body)
             await self.run(lambda m: m.alter_partition(req))
-            p = self.image.partition(req.topic, req.partition)
-            assert p is not None
-            return {
-                "version": self.image.version, "isr": list(p.isr),
-                "partition_epoch": p.partition_epoch, "leader_epoch": p.leader_epoch,
-            }
+            return {"version": self.image.version, **self._isr_answer(req)}
+        if op == "alter_partitions":
+            # Every ISR change one leader has pending, in one decision (one raft commit):
+            # a follower dying shrinks the ISR of every partition it followed at once.
+            reqs = [_alter_request({**x, "broker_id": body["broker_id"], "broker_epoch": body["broker_epoch"]})
+                    for x in body["partitions"]]
+            alter_refused: dict[int, str] = {}
+
+            def alter_all(m: ControllerMachine) -> Decision:
+                recs: list[R.Record] = []
+                for i, rq in enumerate(reqs):
+                    try:
+                        recs += m.alter_partition(rq).records
+                    except ControllerError as err:
+                        alter_refused[i] = err.code
+                return Decision(recs)
+
+            await self.run(alter_all)
+            return {"version": self.image.version, "results": [
+                {"error": alter_refused[i]} if i in alter_refused else self._isr_answer(rq)
+                for i, rq in enumerate(reqs)
+            ]}
         if op == "confirm_leaderships":
             # Many partitions in one decision (one commit); stale ones are skipped.
             bid, bep = int(body["broker_id"]), int(body["broker_epoch"])
@@ -288,6 +297,11 @@ class ControllerService:
             return {"version": self.image.version, "existed": d.existed}
         raise ControllerError("INVALID_REQUEST", f"unknown controller operation {op!r}")
 
+    def _isr_answer(self, req: AlterPartition) -> dict[str, Any]:
+        p = self.image.partition(req.topic, req.partition)
+        assert p is not None
+        return {"isr": list(p.isr), "partition_epoch": p.partition_epoch, "leader_epoch": p.leader_epoch}
+
     async def metadata_since(self, version: int, wait_ms: int) -> dict[str, Any]:
         """Records after ``version`` (or the full image); long-polls up to ``wait_ms``."""
         if not self.active:
@@ -307,6 +321,17 @@ class ControllerService:
         if self.machine is None:
             return -1
         return self.machine.sessions.last_heartbeat_ms(broker_id)
+
+
+def _alter_request(body: dict[str, Any]) -> AlterPartition:
+    return AlterPartition(
+        broker_id=int(body["broker_id"]), broker_epoch=int(body["broker_epoch"]),
+        topic=str(body["topic"]), partition=int(body["partition"]),
+        leader_epoch=int(body["leader_epoch"]),
+        partition_epoch=int(body["partition_epoch"]),
+        new_isr=tuple(int(x) for x in body["new_isr"]),
+        broker_epochs={int(k): int(v) for k, v in (body.get("broker_epochs") or {}).items()},
+    )
 
 
 ENTITY_VALUE_BYTES_MAX = 32 * 1024

@@ -1,6 +1,7 @@
 """Executes the protocol core's actions and drives its clock (ARCHITECTURE.md layer 3).
 
-* ``SendAlterPartition`` → ``agent.call("alter_partition")``; the answer goes
+* ``SendAlterPartition`` → ``agent.call("alter_partitions")``, every pending
+  change of this leader in one request and one controller decision; each answer goes
   back through ``LeaderState.on_alter_partition_result`` (seed 001 §6.3 rule 4,
   §6.5.2); committed changes are written to the catalog history with reasons.
 * ``ReportLeaderSuspect`` → ``agent.call("leader_suspect")`` (seed 000
@@ -16,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from app.errors import ApiError
@@ -62,7 +62,8 @@ class ReplicationDriver:
         """The last ISR change this leader proposed per partition, with its reason."""
         self._suspects: dict[tuple[str, int], ReportLeaderSuspect] = {}
         self._suspect_flush: asyncio.Task[None] | None = None
-        self._controller_calls = asyncio.Semaphore(16)
+        self._alters: dict[tuple[str, int], tuple[PartitionReplica, LeaderState, SendAlterPartition]] = {}
+        self._alter_flush: asyncio.Task[None] | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -76,11 +77,6 @@ class ReplicationDriver:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
         await self.fetcher.stop()
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._bg.add(task)
-        task.add_done_callback(self._bg.discard)
 
     # ---- metadata ------------------------------------------------------------------------
     def apply_meta(
@@ -139,7 +135,7 @@ class ReplicationDriver:
                 if ls is not None:
                     key = (replica.topic, replica.partition)
                     self._isr_reasons[key] = (tuple(a.new_isr), self._isr_reason(ls, a))
-                    self._spawn(self._alter_partition(replica, ls, a))
+                    self._queue_alter(replica, ls, a)
             elif isinstance(a, ReportLeaderSuspect):
                 self._queue_suspect(replica, a)
 
@@ -163,41 +159,57 @@ class ReplicationDriver:
             why["reason"] = "caught up: reached the HW and LESO in this leader epoch"
         return why
 
-    async def _alter_partition(
-        self, replica: PartitionReplica, ls: LeaderState, a: SendAlterPartition
-    ) -> None:
+    def _queue_alter(self, replica: PartitionReplica, ls: LeaderState, a: SendAlterPartition) -> None:
+        """Queue an ISR change; one request carries every pending change.
+
+        A follower broker dying shrinks the ISR of every partition it follows
+        here at the same tick: one call (one raft commit) per partition
+        serialised thousands of commits on the controller. A newer change of
+        the same partition replaces a queued one (the core resends on retry).
+        """
+        self._alters[(replica.topic, replica.partition)] = (replica, ls, a)
+        if self._alter_flush is None or self._alter_flush.done():
+            self._alter_flush = asyncio.get_running_loop().create_task(self._send_alters())
+            self._bg.add(self._alter_flush)
+            self._alter_flush.add_done_callback(self._bg.discard)
+
+    async def _send_alters(self) -> None:
         node = self.node
         assert node.agent is not None
-        body = {
-            "broker_id": node.settings.node_id, "broker_epoch": node.broker_epoch,
-            "topic": replica.topic, "partition": replica.partition,
-            "leader_epoch": a.leader_epoch, "partition_epoch": a.partition_epoch,
-            "new_isr": list(a.new_isr),
-            "broker_epochs": {str(k): v for k, v in a.broker_epochs.items()},
-        }
-        error: str | None = None
-        out: dict[str, Any] = {}
-        try:
-            async with self._controller_calls:  # bounded: a burst must not flood the pool
-                out = await node.agent.call("alter_partition", body)
-        except ControllerError as e:
-            error = e.code
-        except (ApiError, OSError) as e:
-            log.info("alter_partition %s/%d not answered (%s); the tick retries",
-                     replica.topic, replica.partition, e)
-            return
-        if replica.leader_state is not ls or node.partitions.get(
+        await asyncio.sleep(0)  # let the rest of this tick's changes join the batch
+        while self._alters:
+            batch, self._alters = list(self._alters.values()), {}
+            body = {
+                "broker_id": node.settings.node_id, "broker_epoch": node.broker_epoch,
+                "partitions": [
+                    {"topic": r.topic, "partition": r.partition, "leader_epoch": a.leader_epoch,
+                     "partition_epoch": a.partition_epoch, "new_isr": list(a.new_isr),
+                     "broker_epochs": {str(k): v for k, v in a.broker_epochs.items()}}
+                    for r, _, a in batch
+                ],
+            }
+            try:
+                out = await node.agent.call("alter_partitions", body)
+            except (ControllerError, ApiError, OSError) as e:
+                log.info("alter_partitions for %d partitions not answered (%s); the tick retries",
+                         len(batch), e)
+                continue
+            for (replica, ls, _), res in zip(batch, out["results"], strict=True):
+                self._alter_answered(replica, ls, res)
+
+    def _alter_answered(self, replica: PartitionReplica, ls: LeaderState, res: dict[str, Any]) -> None:
+        if replica.leader_state is not ls or self.node.partitions.get(
             (replica.topic, replica.partition)
         ) is not replica:
             return  # deposed or dropped meanwhile: the answer is moot
+        error = res.get("error")
         if error is None:
             actions = ls.on_alter_partition_result(
-                isr=tuple(int(b) for b in out["isr"]),
-                partition_epoch=int(out["partition_epoch"]),
+                isr=tuple(int(b) for b in res["isr"]), partition_epoch=int(res["partition_epoch"]),
             )
         else:
             log.info("alter_partition %s/%d refused: %s", replica.topic, replica.partition, error)
-            actions = ls.on_alter_partition_result(error=error)
+            actions = ls.on_alter_partition_result(error=str(error))
         self.execute(replica, actions)
 
     def _queue_suspect(self, replica: PartitionReplica, a: ReportLeaderSuspect) -> None:

@@ -277,3 +277,24 @@ def test_produce_to_any_node_is_replicated_and_readable_everywhere(
             values = [v for _, v in read_all(n, "anywhere", p)]
             assert values[:3] == [f"{m}-{p}" for m in (1, 2, 3)] or len(values) == s["high_watermark"]
             assert len(values) == s["high_watermark"]
+
+
+def test_a_follower_kill_shrinks_and_its_restart_expands_every_partition_isr(
+    cluster: ClusterProcesses,
+) -> None:
+    """Many partitions change ISR at the same tick; the leaders send them to the controller
+    batched (``alter_partitions``), and every one must still be applied, then undone."""
+    n = 24
+    create_replicated(cluster, "many", partitions=n)
+    victim = cluster.node(2)
+    victim.kill()
+
+    def isrs() -> list[list[int]] | None:
+        states = [leader_state(cluster, "many", p) for p in range(n)]
+        return None if any(s is None for s in states) else [sorted(s["isr"]) for s in states if s]
+
+    eventually(lambda: (got := isrs()) and all(2 not in isr for isr in got), timeout_s=60,
+               what="node 2 out of every ISR")
+    victim.start()
+    eventually(lambda: (got := isrs()) and all(len(isr) == 3 for isr in got), timeout_s=60,
+               what="node 2 back in every ISR")
