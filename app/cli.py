@@ -64,12 +64,33 @@ def serve(
     )
     for noisy in ("alembic", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    _raise_open_files_limit()
     app = create_app(settings)
     uvicorn.run(
         app, host=settings.host, port=settings.port, log_level=settings.log_level,
         access_log=settings.access_log, loop="uvloop", http="httptools",
         timeout_graceful_shutdown=2,
     )
+
+
+def _raise_open_files_limit() -> None:
+    """Lift the soft open-files limit to the hard one.
+
+    Every segment keeps its file open (and its index files are mapped), so a
+    broker with thousands of partitions passes the common default soft limit
+    of 1,024 long before memory or disk run out; brokers like Kafka ask
+    operators to raise it by hand. Going up to the hard limit needs no
+    privilege.
+    """
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        except (ValueError, OSError) as e:
+            logging.getLogger("tidelog").warning("could not raise the open files limit from %d: %s", soft, e)
 
 
 @topics_cli.command("create")
