@@ -303,7 +303,8 @@ class Node:
             reason = "unclean election: data may be lost"
         return [{
             "ts_ms": now_ms(), "topic": meta.topic, "partition": meta.partition,
-            "kind": "leader_change", "leader_epoch": meta.leader_epoch, "reason": reason,
+            "kind": "unclean_election" if meta.last_election_unclean else "leader_change",
+            "leader_epoch": meta.leader_epoch, "reason": reason,
             "detail": {"leader": meta.leader, "isr": list(meta.isr), "role_here": role,
                        "partition_epoch": meta.partition_epoch, "status": meta.status},
         }]

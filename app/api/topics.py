@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.api.dashboard import DashboardDep
 from app.api.deps import NodeDep
 from app.api.views import partition_state, topic_view
 from app.errors import ApiError
@@ -68,8 +69,10 @@ async def list_topics(node: NodeDep) -> Response:
 
 
 @router.get("/{topic}")
-async def describe_topic(topic: str, node: NodeDep) -> Response:
-    return _json(topic_view(node, node.topic(topic)))
+async def describe_topic(topic: str, node: NodeDep, dash: DashboardDep) -> Response:
+    """Offsets and replica progress come from each partition's leader, whichever node answers."""
+    t = node.topic(topic)
+    return _json(topic_view(node, t, remote=await dash.states.leader_reports(t.partitions)))
 
 
 @router.delete("/{topic}", status_code=204)
@@ -79,11 +82,13 @@ async def delete_topic(topic: str, node: NodeDep) -> Response:
 
 
 @router.get("/{topic}/partitions/{partition}")
-async def describe_partition(topic: str, partition: int, node: NodeDep) -> Response:
+async def describe_partition(topic: str, partition: int, node: NodeDep, dash: DashboardDep) -> Response:
     t = node.topic(topic)
     if not 0 <= partition < len(t.partitions):
         raise ApiError("PARTITION_NOT_FOUND", f"no partition {partition} in {topic!r}")
-    return _json(partition_state(node, t.partitions[partition]))
+    meta = t.partitions[partition]
+    remote = await dash.states.leader_reports([meta])
+    return _json(partition_state(node, meta, remote.get((topic, partition))))
 
 
 @router.get("/{topic}/partitions/{partition}/events")

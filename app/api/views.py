@@ -9,13 +9,19 @@ from app.partition import now_ms
 from replication.controller.image import NO_LEADER, PartitionMeta, TopicMeta
 
 
-def partition_state(node: Node, meta: PartitionMeta) -> dict[str, Any]:
-    """PartitionState (API.md) from this node's replica.
+def partition_state(
+    node: Node, meta: PartitionMeta, remote: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """PartitionState (API.md) from this node's replica, or from the leader's report.
 
     On the leader: every replica's LEO, lag, last fetch, in_sync and live
-    (the LRS, seed 002) from the leader's replication state. On a follower:
-    its own replica only (the others' progress is known to the leader alone).
-    ``isr``/epochs are the controller's committed values.
+    (the LRS, seed 002) from the leader's replication state. Elsewhere,
+    ``remote`` is the leader's own report of these (``app/dashboard``
+    aggregation); without it, a follower shows its own replica only and a
+    non-replica nothing (a report of this node's own, already built, is used as is).
+    ``isr``/epochs are the controller's committed values (``isr`` as the reporting
+    leader last adopted it).
+    ``state_from`` names the broker whose replica the offsets come from.
     """
     replica = node.partitions.get((meta.topic, meta.partition))
     hw = leo = lso = None
@@ -23,7 +29,16 @@ def partition_state(node: Node, meta: PartitionMeta) -> dict[str, Any]:
     lrs: list[int] = []
     me = node.settings.node_id
     isr = list(meta.isr)
-    if replica is not None:
+    state_from: int | None = me if replica is not None else None
+    if remote is not None and (replica is None or replica.leader_state is None or remote["broker"] == me):
+        hw, leo, lso = remote["high_watermark"], remote["log_end_offset"], remote["log_start_offset"]
+        lrs, replica_states = list(remote["lrs"]), list(remote["replica_states"])
+        # The leader's committed ISR, from the same instant as its LRS: a report may be a
+        # few hundred ms old, and mixing it with fresher local metadata could show a
+        # follower out of the ISR while still live.
+        isr = list(remote["isr"])
+        state_from = remote["broker"]
+    elif replica is not None:
         hw, leo, lso = replica.high_watermark, replica.log_end_offset, replica.log_start_offset
         t = now_ms()
         ls = replica.leader_state
@@ -68,17 +83,25 @@ def partition_state(node: Node, meta: PartitionMeta) -> dict[str, Any]:
         "log_end_offset": leo,
         "log_start_offset": lso,
         "status": status,
-        "under_replicated": len(meta.isr) < len(meta.replicas),
+        "under_replicated": len(isr) < len(meta.replicas),
         "last_election_unclean": meta.last_election_unclean,
         "replica_states": replica_states,
+        "state_from": state_from,
     }
 
 
-def topic_view(node: Node, t: TopicMeta, brief: bool = False) -> dict[str, Any]:
+def topic_view(
+    node: Node, t: TopicMeta, brief: bool = False,
+    remote: dict[tuple[str, int], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """``remote``: the leaders' reports by (topic, partition), see :func:`partition_state`."""
+    remote = remote or {}
     d: dict[str, Any] = {
         "name": t.name,
         "topic_id": t.topic_id,
-        "partitions": len(t.partitions) if brief else [partition_state(node, p) for p in t.partitions],
+        "partitions": len(t.partitions) if brief else [
+            partition_state(node, p, remote.get((p.topic, p.partition))) for p in t.partitions
+        ],
         "replication_factor": t.replication_factor,
         "config": t.config.to_dict(),
     }

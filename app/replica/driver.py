@@ -64,6 +64,8 @@ class ReplicationDriver:
         self._suspect_flush: asyncio.Task[None] | None = None
         self._alters: dict[tuple[str, int], tuple[PartitionReplica, LeaderState, SendAlterPartition]] = {}
         self._alter_flush: asyncio.Task[None] | None = None
+        self._history: list[dict[str, Any]] = []
+        self._history_flush: asyncio.Task[None] | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -129,6 +131,7 @@ class ReplicationDriver:
             elif isinstance(a, Truncate):
                 log.info("%s/%d: truncating to %d (LEO %d) on divergence", replica.topic,
                          replica.partition, a.offset, replica.log_end_offset)
+                self._record_truncation(replica, a.offset)
                 replica.truncate(a.offset)
             elif isinstance(a, SendAlterPartition):
                 ls = replica.leader_state
@@ -138,6 +141,35 @@ class ReplicationDriver:
                     self._queue_alter(replica, ls, a)
             elif isinstance(a, ReportLeaderSuspect):
                 self._queue_suspect(replica, a)
+
+    def _record_truncation(self, replica: PartitionReplica, offset: int) -> None:
+        """History row for a divergence truncation (seed 001 §6.6, KIP-101/KIP-320)."""
+        fs = replica.follower_state
+        leo = replica.log_end_offset
+        leader = fs.leader if fs else None
+        self._history.append({
+            "ts_ms": now_ms(), "topic": replica.topic, "partition": replica.partition,
+            "kind": "truncation", "leader_epoch": fs.leader_epoch if fs else None,
+            "reason": f"log diverged from leader {leader}'s: dropped {leo - offset} records "
+                      f"from offset {offset} (LEO was {leo})",
+            "detail": {"from_leo": leo, "to_offset": offset, "leader": leader,
+                       "last_epoch": replica.log.latest_epoch},
+        })
+        if self._history_flush is None or self._history_flush.done():
+            self._history_flush = asyncio.get_running_loop().create_task(self._flush_history())
+            self._bg.add(self._history_flush)
+            self._history_flush.add_done_callback(self._bg.discard)
+
+    async def _flush_history(self) -> None:
+        """Write buffered history rows in one transaction, off the event loop (a failover
+        can truncate hundreds of partitions at once)."""
+        catalog = self.node.catalog
+        while self._history and catalog is not None:
+            rows, self._history = self._history, []
+            try:
+                await asyncio.to_thread(catalog.add_events, rows)
+            except Exception:
+                log.exception("could not write %d history rows", len(rows))
 
     @staticmethod
     def _isr_reason(ls: LeaderState, a: SendAlterPartition) -> dict[str, Any]:
