@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import cluster, internal, records, stream, topics
+from app.api import cluster, internal, records, stream, subscriptions, topics
 from app.api.limits import BodyLimitMiddleware
 from app.errors import install_handlers
 from app.node import Node
@@ -34,7 +34,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.node = node
     install_handlers(app)
-    for r in (topics.router, records.router, stream.router, cluster.router, internal.router):
+    for r in (topics.router, records.router, stream.router, cluster.router, internal.router,
+              subscriptions.router):
         app.include_router(r)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     return app
