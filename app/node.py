@@ -31,6 +31,7 @@ from app.records import ProducedRecord
 from app.replica.driver import ReplicationDriver
 from app.settings import Settings
 from app.storage import PartitionLog
+from app.subscriptions.manager import SubscriptionManager
 from replication.controller.commands import ControllerSettings
 from replication.controller.image import MetadataImage, PartitionMeta, TopicMeta
 
@@ -60,6 +61,7 @@ class Node:
         self.partitions: dict[tuple[str, int], PartitionReplica] = {}
         self.metrics = Metrics(self)
         self.replication = ReplicationDriver(self)
+        self.subscriptions = SubscriptionManager(self)
         self.ready = False
         self.clean_start = True
         self._sticky: dict[str, int] = {}
@@ -131,6 +133,7 @@ class Node:
         # Ready means this node's replicas are open for the metadata it registered at.
         await self.wait_reconciled(self.image.version, 300)
         self.replication.start()
+        await self.subscriptions.start()
         self._tasks += [
             asyncio.create_task(self._every(self.settings.checkpoint_interval_ms, self.checkpoint)),
             asyncio.create_task(
@@ -159,6 +162,8 @@ class Node:
 
     async def stop(self) -> None:
         self.ready = False
+        # First, while the controller is reachable: commits the final cursors.
+        await self.subscriptions.stop()
         if self.agent is not None:
             await self.agent.stop()
         if self.controller is not None:
@@ -350,6 +355,11 @@ class Node:
                     await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
         finally:
             self._confirming.difference_update(keys)
+
+    @property
+    def reconciled_version(self) -> int:
+        """The metadata version local replicas reflect (-1 before the first)."""
+        return self._reconciled.value
 
     async def wait_reconciled(self, version: int, timeout_s: float) -> bool:
         """Wait until local replicas reflect metadata ``version``."""

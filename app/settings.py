@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -73,8 +73,30 @@ class Settings(BaseSettings):
     replica_fetch_backoff_ms_max: int = Field(1_000, ge=1)
     replica_tick_ms: int = Field(100, ge=5, description="ISR and suspicion checks interval.")
     forward_timeout_ms: int = Field(30_000, ge=100)
+    webhook_allowed_networks: str = Field(
+        "",
+        description="Push subscription targets may resolve into these CIDRs (comma-separated) "
+        "besides public unicast addresses; e.g. 10.0.0.0/8,127.0.0.0/8. Empty: public only.",
+    )
+    webhook_allowed_hosts: str = Field(
+        "",
+        description="If set, push subscription target host names must be one of these "
+        "(comma-separated; *.example.com matches subdomains). Addresses are checked too.",
+    )
+    webhook_cursor_commit_ms: int = Field(
+        500, ge=10, description="How often push subscription cursors are committed to metadata "
+        "(the at-least-once redelivery window after a failover).",
+    )
     log_level: str = Field("info")
     access_log: bool = Field(False, description="uvicorn access log (costly on the hot path).")
+
+    @field_validator("webhook_allowed_networks")
+    @classmethod
+    def _networks(cls, v: str) -> str:
+        from app.subscriptions.ssrf import parse_networks
+
+        parse_networks(v)  # a typo must stop the node, not silently allow nothing
+        return v
 
     @property
     def url(self) -> str:

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app.api import cluster, dashboard, hooks, internal, records, stream, topics
+from app.api import cluster, dashboard, hooks, internal, records, stream, subscriptions, topics
 from app.api.limits import BodyLimitMiddleware
 from app.dashboard.service import Dashboard
 from app.errors import install_handlers
@@ -41,7 +41,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.dashboard = dash
     install_handlers(app)
     for r in (topics.router, records.router, stream.router, cluster.router, internal.router,
-              hooks.router, dashboard.router, dashboard.internal_router):
+              hooks.router, subscriptions.router, dashboard.router, dashboard.internal_router):
         app.include_router(r)
     app.mount("/static", StaticFiles(directory=dashboard.asset_dir("static")), name="static")
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)

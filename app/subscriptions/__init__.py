@@ -1,0 +1,1 @@
+"""Outbound push subscriptions (webhooks): committed records POSTed to a subscriber's URL."""
