@@ -33,6 +33,7 @@
   const rate = (r) => (r === null || r === undefined ? "—" : `${num(Math.round(r))}/s`);
   const clock = (ms) => new Date(ms).toISOString().replace("T", " ").slice(0, 19) + " UTC";
   const pkey = (t, p) => `${t}/${p}`;
+  const plural = (n, word) => `${num(n)} ${word}${n === 1 ? "" : "s"}`;
   const partHref = (t, p) => `${linkBase}/topics/${encodeURIComponent(t)}/partitions/${p}`;
 
   // Replace an element's content only when it changed, keeping keyboard focus on the
@@ -174,7 +175,7 @@
 
   function renderTopics(s) {
     const sm = s.summary;
-    setHTML(summaryEl, `${num(sm.topics)} topics, ${num(sm.partitions)} partitions: ` +
+    setHTML(summaryEl, `${plural(sm.topics, "topic")}, ${plural(sm.partitions, "partition")}: ` +
       `<strong>${num(sm.under_replicated)} under-replicated</strong>, <strong>${num(sm.offline)} offline</strong>.`);
     const q = (filterTopic?.value || "").trim().toLowerCase();
     const onlyProblems = !!filterProblems?.checked;
@@ -202,7 +203,7 @@
       if (want !== sec) topicsEl.insertBefore(sec, want);
       prev = sec;
       const bad = t.partitions.filter((p) => p.under_replicated || p.status !== "online").length;
-      setHTML(sec.querySelector("h3"), `${esc(t.name)} <span class="muted">· ${t.partition_count} partitions · RF ${t.replication_factor}` +
+      setHTML(sec.querySelector("h3"), `${esc(t.name)} <span class="muted">· ${plural(t.partition_count, "partition")} · RF ${t.replication_factor}` +
         (bad ? ` · <span class="warn-text">${bad} with problems</span>` : "") + "</span>");
       setHTML(sec.querySelector("dl"), configText(t.config));
       const rows = t.partitions.map((p) => partitionRow(t, p))
@@ -295,6 +296,38 @@
        <td>${esc(e.reason)}</td><td>${eventDetail(e)}</td><td>${list(e.brokers)}</td>`]));
   }
 
+  // ---- push subscriptions ----------------------------------------------------------------
+  const subsEl = document.getElementById("subs");
+  function subState(x) {
+    if (x.state === "paused") return badge("warn", "‖", "paused");
+    if (x.state === "failing") return badge("bad", "✖", `failing (attempt ${x.attempts})`);
+    if (x.dead_lettered) return badge("warn", "⚠", "delivering, some dead-lettered");
+    return badge("ok", "✓", "delivering");
+  }
+  function renderSubscriptions(s) {
+    if (!subsEl) return;
+    const subs = s.subscriptions || [];
+    if (!subs.length) { setHTML(subsEl, "<p>No push subscriptions.</p>"); subsEl._built = false; return; }
+    if (!subsEl._built) {
+      subsEl.innerHTML = table("subs-t", "Push subscriptions and their delivery status",
+        ["Subscription", "Topic", "Target", "State", "Lag (records)", "Delivered", "Dead-lettered",
+         "Last success", "Last error"]);
+      subsEl._html = undefined;
+      subsEl._built = true;
+    }
+    patchRows(subsEl.querySelector("#subs-t tbody"), subs.map((x) => {
+      const err = x.last_error ? `${esc(x.last_error)} (${ago(x.last_error_ago_ms)})` : "—";
+      const warn = x.state === "paused" || x.dead_lettered > 0;
+      return [x.id, { class: x.state === "failing" ? "row-bad" : warn ? "row-warn" : null,
+                      "data-sub": x.id },
+        `<th scope="row">${esc(x.id)}</th><td>${esc(x.topic)}</td><td class="url">${esc(x.target)}</td>
+         <td data-field="state">${subState(x)}</td><td data-field="lag">${num(x.lag)}</td>
+         <td data-field="delivered">${num(x.delivered)}</td>
+         <td data-field="dead-lettered">${num(x.dead_lettered)}${x.dead_lettered ? ` → ${esc(x.dead_letter_topic)}` : ""}</td>
+         <td data-field="last-success">${ago(x.last_success_ago_ms)}</td><td data-field="last-error">${err}</td>`];
+    }));
+  }
+
   // ---- applying a snapshot -------------------------------------------------------------
   function apply(s, base) {
     lastSnap = s;
@@ -302,7 +335,7 @@
     linkBase = base === location.origin ? "" : base;
     for (const a of document.querySelectorAll("a[data-home]")) a.href = `${linkBase}/`;
     renderCluster(s);
-    if (view === "overview") renderTopics(s);
+    if (view === "overview") { renderTopics(s); renderSubscriptions(s); }
     else renderDetail(s);
     main.dataset.servedBy = String(s.cluster.node.id);
     main.dataset.updatedMs = String(s.time_ms);

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from app.api.views import cluster_view, partition_state
 from app.dashboard.aggregate import BrokerStates, Key, leader_index
 from app.dashboard.local import partition_detail as local_detail
 from app.partition import now_ms
+from app.subscriptions.model import SUBSCRIPTION
 
 if TYPE_CHECKING:
     from app.dashboard.history import HistorySampler
@@ -69,7 +71,33 @@ async def build_snapshot(
     }
     if detail is not None:
         snap["detail"] = await partition_detail(node, states, sampler, detail, topics)
+    else:
+        snap["subscriptions"] = subscription_rows(node)
     return snap
+
+
+def subscription_rows(node: Node) -> list[dict[str, Any]]:
+    """Push subscriptions with their delivery status (issue #8: lag, last success, last
+    error, attempts, dead-lettered), as ``GET /v1/subscriptions`` reports them.
+
+    Only the target's scheme and host are shown: a URL's path or query may carry a
+    token, and the dashboard is read by more people than the subscription API.
+    """
+    rows = []
+    now = now_ms()
+    for sid, cfg in sorted(node.image.entities_of(SUBSCRIPTION).items()):
+        st = node.subscriptions.status(sid, cfg)
+        target = urlsplit(str(cfg.get("url", "")))
+        rows.append({
+            "id": sid, "topic": cfg.get("topic"), "target": f"{target.scheme}://{target.netloc.rpartition('@')[2]}",
+            "paused": bool(cfg.get("paused")), "dead_letter_topic": cfg.get("dead_letter_topic"),
+            **{k: st[k] for k in ("state", "lag", "delivered", "dead_lettered", "attempts", "last_success_ms",
+                                  "last_error", "last_error_ms")},
+            # Ages, like the broker heartbeats: the page shows "… ms ago" without trusting its own clock.
+            "last_success_ago_ms": None if st["last_success_ms"] is None else max(0, now - st["last_success_ms"]),
+            "last_error_ago_ms": None if st["last_error_ms"] is None else max(0, now - st["last_error_ms"]),
+        })
+    return rows
 
 
 async def partition_detail(
