@@ -7,7 +7,6 @@ HTTP layer calls into it; it never calls back into HTTP.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 import shutil
@@ -32,6 +31,7 @@ from app.replica.driver import ReplicationDriver
 from app.settings import Settings
 from app.storage import PartitionLog
 from app.subscriptions.manager import SubscriptionManager
+from app.tasks import cancel_and_wait
 from replication.controller.commands import ControllerSettings
 from replication.controller.image import MetadataImage, PartitionMeta, TopicMeta
 
@@ -168,17 +168,10 @@ class Node:
             await self.agent.stop()
         if self.controller is not None:
             await self.controller.stop()
-        if self._reconcile_task is not None:
-            self._reconcile_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reconcile_task
+        await cancel_and_wait([self._reconcile_task])
         if self.mlog is not None:
             await self.mlog.stop()
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait(self._tasks)
         await self.replication.stop()
         for p in self.partitions.values():
             p.close_waiters()

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import settings
 
 from tests.support.node import NodeProcess
+from tests.support.receiver import Receiver
 
 # CI replays the same examples every run (a failure there is reproducible from the
 # log); locally Hypothesis keeps exploring new ones.
@@ -39,3 +40,18 @@ def node_factory(tmp_path: Path) -> Iterator[Callable[..., NodeProcess]]:
 def node(node_factory: Callable[..., NodeProcess]) -> NodeProcess:
     """One fresh single node with default settings."""
     return node_factory()
+
+
+@pytest.fixture
+def receiver_factory() -> Iterator[Callable[..., Receiver]]:
+    """Real HTTP webhook receivers on loopback (threads); stopped at teardown."""
+    made: list[Receiver] = []
+
+    def make(**kw: object) -> Receiver:
+        r = Receiver(**kw).start()  # type: ignore[arg-type]
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.stop()

@@ -11,7 +11,6 @@ controller's decisions.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,6 +20,7 @@ from app.cluster.controller import ControllerService, NotController
 from app.cluster.peers import PeerError, Peers
 from app.errors import ApiError
 from app.purgatory import OffsetWaiters
+from app.tasks import cancel_and_wait
 from replication.controller.deltas import apply_delta
 from replication.controller.errors import ControllerError
 from replication.controller.image import MetadataImage
@@ -144,11 +144,7 @@ class BrokerAgent:
         ]
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait(self._tasks)
 
     async def register(self) -> None:
         out = await self.call(

@@ -16,7 +16,6 @@ HW and the largest follower lag into fixed-size rings (``capacity`` samples,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from array import array
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.partition import PartitionReplica
+from app.tasks import cancel_and_wait
 
 log = logging.getLogger("tidelog.dashboard")
 
@@ -88,10 +88,7 @@ class HistorySampler:
         self._task = asyncio.get_running_loop().create_task(self._sample_loop())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait([self._task])
 
     async def _sample_loop(self) -> None:
         step = self.step_ms / 1000

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from app.errors import ApiError
 from app.partition import PartitionReplica, now_ms
 from app.replica.fetcher import ReplicaFetcher
+from app.tasks import cancel_and_wait
 from replication.controller.errors import ControllerError
 from replication.controller.image import PartitionMeta
 from replication.core import (
@@ -72,12 +73,7 @@ class ReplicationDriver:
         self._tick_task = asyncio.get_running_loop().create_task(self._tick_loop())
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._tick_task, *self._bg) if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait([self._tick_task, *self._bg])
         await self.fetcher.stop()
 
     # ---- metadata ------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from app.subscriptions.model import (
 from app.subscriptions.sender import Sender
 from app.subscriptions.ssrf import TargetPolicy, parse_hosts, parse_networks
 from app.subscriptions.worker import PartitionWorker
+from app.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from app.node import Node
@@ -84,11 +85,7 @@ class SubscriptionManager:
         ]
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait(self._tasks)
         await self._stop_workers(list(self.running))
         if self.sender is not None:
             await self.sender.close()

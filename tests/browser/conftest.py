@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,6 +20,7 @@ import httpx
 import pytest
 
 from tests.support.node import ClusterProcesses
+from tests.support.waiting import eventually as _eventually
 
 T = TypeVar("T")
 
@@ -47,19 +47,8 @@ FAST_ENV = {
 
 
 def eventually(fn: Callable[[], T | None], timeout_s: float = 45.0, what: str = "") -> T:
-    """Poll ``fn`` until it returns something truthy; AssertionError at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            v = fn()
-            if v:
-                return v
-            last = v
-        except (httpx.HTTPError, KeyError, ValueError) as e:
-            last = e
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what or fn} (last: {last!r})")
+    """``tests.support.waiting.eventually`` with the longer deadline a page under load needs."""
+    return _eventually(fn, timeout_s, what, poll_s=0.1)
 
 
 @pytest.fixture(scope="session")

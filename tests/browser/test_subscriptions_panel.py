@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.browser.conftest import eventually
-from tests.integration.subscriptions.receiver import Receiver
 from tests.support.node import NodeProcess
+from tests.support.receiver import Receiver
 
 PANEL_JS = """(sid) => {
   const tr = document.querySelector(`#subs-t tr[data-sub="${sid}"]`);
@@ -22,26 +21,12 @@ PANEL_JS = """(sid) => {
 }"""
 
 
-@pytest.fixture
-def receivers() -> Iterator[Callable[..., Receiver]]:
-    started: list[Receiver] = []
-
-    def make(**kw: Any) -> Receiver:
-        r = Receiver(**kw).start()
-        started.append(r)
-        return r
-
-    yield make
-    for r in started:
-        r.stop()
-
-
 def test_panel_shows_delivery_failures_and_dead_letters_without_reload(
-    node_factory: Callable[..., NodeProcess], browser_context: Any, receivers: Callable[..., Receiver],
+    node_factory: Callable[..., NodeProcess], browser_context: Any, receiver_factory: Callable[..., Receiver],
     screenshot_dir: Path,
 ) -> None:
     node = node_factory(env={"TIDELOG_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8"})
-    good, bad = receivers(), receivers(fail_always=True)
+    good, bad = receiver_factory(), receiver_factory(fail_always=True)
     with httpx.Client(base_url=node.url, timeout=30) as http:
         http.post("/v1/topics", json={"name": "orders"}).raise_for_status()
         page = browser_context.new_page()

@@ -6,8 +6,7 @@ with deadlines; nothing asserts on elapsed time.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,22 +15,9 @@ import pytest
 
 from app.client import Client
 from tests.support.node import ClusterProcesses, NodeProcess
+from tests.support.waiting import eventually
 
 T = TypeVar("T")
-
-
-def eventually(fn: Callable[[], T | None], timeout_s: float = 30.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout_s
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            v = fn()
-            if v:
-                return v
-        except (httpx.HTTPError, KeyError, ValueError) as e:
-            last = e
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what or fn} (last error: {last!r})")
 
 
 def cluster_view(n: NodeProcess) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import pytest
 
 from app.client import Client, TidelogError
 from tests.support.node import ClusterProcesses, NodeProcess
+from tests.support.waiting import eventually
 
 T = TypeVar("T")
 
@@ -28,21 +29,6 @@ FAST_ENV = {
     "TIDELOG_ELECTION_TIMEOUT_MS": "3000",
     "TIDELOG_METADATA_WAIT_MS": "2000",
 }
-
-
-def eventually(fn: Callable[[], T | None], timeout_s: float = 30.0, what: str = "") -> T:
-    """Poll ``fn`` until it returns something truthy; AssertionError at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            v = fn()
-            if v:
-                return v
-        except (httpx.HTTPError, TidelogError, KeyError, ValueError) as e:
-            last = e
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what or fn} (last error: {last!r})")
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.subscriptions.receiver import Receiver
 from tests.support.node import NodeProcess
 
 PUSH_ENV = {
@@ -24,18 +23,6 @@ PUSH_ENV = {
 FAST_RETRY = {"retry_backoff_ms": 20, "retry_backoff_max_ms": 200}
 
 
-@pytest.fixture
-def receiver_factory() -> Iterator[Callable[..., Receiver]]:
-    made: list[Receiver] = []
-
-    def make(**kw: Any) -> Receiver:
-        r = Receiver(**kw).start()
-        made.append(r)
-        return r
-
-    yield make
-    for r in made:
-        r.stop()
 
 
 @pytest.fixture

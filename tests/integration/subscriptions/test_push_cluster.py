@@ -26,8 +26,8 @@ from tests.integration.replication.conftest import (
     read_all,
 )
 from tests.integration.subscriptions.conftest import PUSH_ENV
-from tests.integration.subscriptions.receiver import Receiver
 from tests.support.node import ClusterProcesses
+from tests.support.receiver import Receiver
 
 TOTAL = 240
 

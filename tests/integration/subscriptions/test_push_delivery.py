@@ -17,8 +17,8 @@ from tests.integration.subscriptions.conftest import (
     subscription,
     wait_status,
 )
-from tests.integration.subscriptions.receiver import Receiver, check_signature
 from tests.support.node import NodeProcess
+from tests.support.receiver import Receiver, check_signature
 
 SECRET = "a-secret-of-enough-length"
 
