@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -36,8 +36,15 @@ class NodeProcess:
         port: int | None = None,
         env: Mapping[str, str] | None = None,
         log_path: Path | None = None,
+        host: str = "127.0.0.1",
+        command_prefix: Sequence[str] = (),
     ) -> None:
+        """``host`` is the address it binds and advertises; ``command_prefix`` wraps the
+        command line (``ip netns exec NS`` runs it in a network namespace; it execs, so
+        ``proc.pid`` is still the node's own pid and signals reach it directly)."""
         self.data_dir = data_dir
+        self.host = host
+        self.command_prefix = tuple(command_prefix)
         self.node_id = node_id
         self.port = port or free_port()
         self.env = dict(env or {})
@@ -46,7 +53,7 @@ class NodeProcess:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def client(self) -> Client:
         return Client(self.url)
@@ -57,14 +64,14 @@ class NodeProcess:
             **os.environ,
             "TIDELOG_NODE_ID": str(self.node_id),
             "TIDELOG_PORT": str(self.port),
-            "TIDELOG_HOST": "127.0.0.1",
+            "TIDELOG_HOST": self.host,
             "TIDELOG_DATA_DIR": str(self.data_dir),
             "TIDELOG_LOG_LEVEL": "warning",
             **self.env,
         }
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve"],
+            [*self.command_prefix, sys.executable, "-m", "app.cli", "serve"],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -135,13 +142,27 @@ class ClusterProcesses:
         n: int = 3,
         env: Mapping[str, str] | None = None,
         observers: int = 0,
+        hosts: Sequence[str] | None = None,
+        command_prefixes: Sequence[Sequence[str]] | None = None,
     ) -> None:
-        """``n`` voters (ids 1..n), then ``observers`` brokers outside the voter set."""
+        """``n`` voters (ids 1..n), then ``observers`` brokers outside the voter set.
+
+        ``hosts`` gives each node its own address (one network namespace each, see
+        ``tests/fault/netns.py``) with ``command_prefixes`` to start it there; then the
+        ports are fixed, since no two nodes share an address. Default: loopback, free ports.
+        """
         self.secret = "test-secret-" + base_dir.name
-        ports = [free_port() for _ in range(n + observers)]
-        raft_ports = [free_udp_port() for _ in range(n)]
+        total = n + observers
+        if hosts is None:
+            hosts = ["127.0.0.1"] * total
+            ports = [free_port() for _ in range(total)]
+            raft_ports = [free_udp_port() for _ in range(n)]
+        else:
+            ports = [8080] * total
+            raft_ports = [9001] * n
+        prefixes = command_prefixes or [()] * total
         voters = ",".join(
-            f"{i + 1}=http://127.0.0.1:{ports[i]}@127.0.0.1:{raft_ports[i]}" for i in range(n)
+            f"{i + 1}=http://{hosts[i]}:{ports[i]}@{hosts[i]}:{raft_ports[i]}" for i in range(n)
         )
         common = {
             "TIDELOG_VOTERS": voters,
@@ -149,8 +170,9 @@ class ClusterProcesses:
             **(env or {}),
         }
         self.nodes = [
-            NodeProcess(base_dir / f"node{i + 1}", node_id=i + 1, port=ports[i], env=common)
-            for i in range(n + observers)
+            NodeProcess(base_dir / f"node{i + 1}", node_id=i + 1, port=ports[i], env=common,
+                        host=hosts[i], command_prefix=prefixes[i])
+            for i in range(total)
         ]
 
     def start(self, wait_ready_s: float = 60.0) -> ClusterProcesses:
