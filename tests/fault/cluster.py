@@ -14,8 +14,9 @@ from typing import Any
 import httpx
 
 from tests.fault.netns import Network
-from tests.support.cluster import active_controller, alive, eventually, leader_state
+from tests.support.cluster import active_controller, alive, leader_state
 from tests.support.node import ClusterProcesses, NodeProcess
+from tests.support.waiting import eventually
 
 FAULT_ENV = {
     "TIDELOG_SESSION_TIMEOUT_MS": "3000",

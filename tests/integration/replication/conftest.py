@@ -20,11 +20,11 @@ from tests.support.cluster import (  # noqa: F401 - re-exported for the tests he
     active_controller,
     alive,
     describe,
-    eventually,
     leader_state,
     read_all,
 )
 from tests.support.node import ClusterProcesses, NodeProcess
+from tests.support.waiting import eventually
 
 T = TypeVar("T")
 
