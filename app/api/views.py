@@ -85,6 +85,7 @@ def partition_state(
         "status": status,
         "under_replicated": len(isr) < len(meta.replicas),
         "last_election_unclean": meta.last_election_unclean,
+        "elr": list(meta.elr),
         "replica_states": replica_states,
         "state_from": state_from,
     }

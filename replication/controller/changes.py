@@ -97,6 +97,7 @@ def diff(old: PartitionMeta, new: PartitionMeta) -> R.PartitionChangeRecord | No
     if _state(new) == _state(old):
         return None
     assert set(new.isr) <= set(new.replicas), f"ISR {new.isr} not within {new.replicas}"
+    assert set(new.elr) <= set(new.replicas) and not set(new.elr) & set(new.isr), f"ELR {new.elr}"
     assert new.leader == NO_LEADER or new.leader in new.isr, "leader outside the ISR"
     assert (new.leader == NO_LEADER) == (new.status == "offline"), "leader/status mismatch"
     leader_epoch = new.leader_epoch
@@ -117,9 +118,10 @@ def diff(old: PartitionMeta, new: PartitionMeta) -> R.PartitionChangeRecord | No
             else None
         ),
         partition_epoch=old.partition_epoch + 1,
+        elr=list(new.elr) if new.elr != old.elr else None,
     )
 
 
 def _state(p: PartitionMeta) -> tuple[object, ...]:
     """The fields a change record can carry (everything but identity and partition epoch)."""
-    return (p.isr, p.replicas, p.leader, p.leader_epoch, p.status, p.last_election_unclean)
+    return (p.isr, p.replicas, p.leader, p.leader_epoch, p.status, p.last_election_unclean, p.elr)

@@ -82,6 +82,11 @@ class PartitionMeta:
     partition_epoch: int
     status: str = "online"  # online | offline | election
     last_election_unclean: bool = False
+    elr: tuple[int, ...] = ()
+    """Eligible leader replicas (KIP-966's ELR): members the controller removed from an
+    ISR that was left below ``min_insync_replicas``. The HW cannot advance without
+    min ISR members, so they still hold the whole committed log; disjoint from ``isr``.
+    Used for recovery when every last-known complete replica crashed (seed 001 §6.8)."""
 
 
 @dataclass(slots=True)
@@ -163,6 +168,7 @@ class MetadataImage:
                         partition_epoch=p["partition_epoch"],
                         status=p["status"],
                         last_election_unclean=p["last_election_unclean"],
+                        elr=tuple(p.get("elr", ())),
                     )
                     for p in t["partitions"]
                 ],
@@ -232,6 +238,7 @@ class MetadataImage:
                     partition_epoch=record.partition_epoch,
                     status=record.status,
                     last_election_unclean=record.last_election_unclean,
+                    elr=tuple(record.elr or ()),
                 )
                 if record.partition == len(t.partitions):
                     t.partitions.append(meta)
@@ -253,7 +260,7 @@ class MetadataImage:
                 if p is None:
                     raise ValueError(f"no partition {record.topic}/{record.partition}")
                 changes: dict[str, Any] = {}
-                for name in ("isr", "replicas"):
+                for name in ("isr", "replicas", "elr"):
                     v = getattr(record, name)
                     if v is not None:
                         changes[name] = tuple(v)
@@ -285,4 +292,5 @@ def _partition_to_dict(p: PartitionMeta) -> dict[str, Any]:
     del d["topic"]
     d["replicas"] = list(p.replicas)
     d["isr"] = list(p.isr)
+    d["elr"] = list(p.elr)
     return d

@@ -22,6 +22,8 @@ def violations(image: MetadataImage) -> list[str]:
                 out.append(f"{name}: replicas {p.replicas} for rf {t.replication_factor}")
             if not set(p.isr) <= set(p.replicas):
                 out.append(f"{name}: ISR {p.isr} not within replicas {p.replicas}")
+            if not set(p.elr) <= set(p.replicas) or set(p.elr) & set(p.isr):
+                out.append(f"{name}: ELR {p.elr} not within replicas or overlapping ISR {p.isr}")
             if p.status not in STATUSES:
                 out.append(f"{name}: unknown status {p.status!r}")
             if (p.leader == NO_LEADER) != (p.status == OFFLINE):

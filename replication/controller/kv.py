@@ -32,6 +32,7 @@ def _partition(p: PartitionMeta) -> dict[str, Any]:
     d = asdict(p)
     d["replicas"] = list(p.replicas)
     d["isr"] = list(p.isr)
+    d["elr"] = list(p.elr)
     return d
 
 
@@ -95,6 +96,7 @@ def image_from_kv(kv: Mapping[str, Any]) -> MetadataImage:
             d = dict(value)
             d["replicas"] = tuple(d["replicas"])
             d["isr"] = tuple(d["isr"])
+            d["elr"] = tuple(d.get("elr", ()))
             p = PartitionMeta(**d)
             parts.setdefault(p.topic, {})[p.partition] = p
         elif kind == "e":

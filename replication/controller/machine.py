@@ -209,7 +209,7 @@ class ControllerMachine:
                 # Offline: nobody complete is serving; keep it as a last-known member.
                 if broker_id in v.isr and v.status != OFFLINE:
                     w = batch.part(p.topic, p.partition)
-                    w.isr = tuple(r for r in w.isr if r != broker_id)
+                    self._set_isr(w, tuple(r for r in w.isr if r != broker_id))
         self._reelect_offline(batch, broker_id, now_ms)
         if now_ms is not None:
             self.sessions.track(broker_id, epoch, now_ms)
@@ -413,7 +413,7 @@ class ControllerMachine:
                 )
         batch = Batch(self.image)
         w = batch.part(p.topic, p.partition)
-        w.isr = new_isr
+        self._set_isr(w, new_isr)
         if w.status == ELECTION:
             w.status = ONLINE
             self._pending.pop((p.topic, p.partition), None)
@@ -473,7 +473,7 @@ class ControllerMachine:
         batch = Batch(self.image)
         w = batch.part(p.topic, p.partition)
         deposed = w.leader
-        w.isr = tuple(r for r in w.isr if r != deposed)
+        self._set_isr(w, tuple(r for r in w.isr if r != deposed))
         self._elect(batch, w, now_ms, exclude={deposed})
         return Decision(batch.records())
 
@@ -511,7 +511,7 @@ class ControllerMachine:
                 # large decisions into several raft entries and a controller can
                 # fail between them): finish the fence it started.
                 w = batch.part(*key)
-                w.isr = tuple(r for r in w.isr if batch.live(r)) or w.isr
+                self._set_isr(w, tuple(r for r in w.isr if batch.live(r)) or w.isr)
                 if not batch.live(w.leader):
                     self._elect(batch, w, now_ms)
                 continue
@@ -550,7 +550,7 @@ class ControllerMachine:
             w = batch.part(p.topic, p.partition)
             remaining = tuple(r for r in w.isr if batch.live(r))
             if remaining:
-                w.isr = remaining
+                self._set_isr(w, remaining)
             # else: keep the last known complete replicas (see module docstring).
             if w.leader in ids:
                 self._elect(batch, w, now_ms)
@@ -590,12 +590,15 @@ class ControllerMachine:
         live_isr = tuple(r for r in w.isr if batch.live(r))
         if clean:
             w.leader = clean[0]
-            w.isr = live_isr
+            self._set_isr(w, live_isr)
             w.last_election_unclean = False
         elif recovery is not None:
             # Every last-known complete replica restarted uncleanly: lead from the
             # longest of their logs (seed 001 §6.8). Not an unclean *election*: no
             # replica outside the last ISR is chosen.
+            # The others stay last-known (ELR) until the ISR is back to min ISR: if
+            # this candidate never takes up leadership, recovery can try again.
+            w.elr = tuple(r for r in w.replicas if r != recovery and (r in w.isr or r in w.elr))
             w.leader = recovery
             w.isr = (recovery,)
             w.last_election_unclean = False
@@ -605,6 +608,7 @@ class ControllerMachine:
             # in favour of a replica that may lack committed records.
             w.leader = cands.unclean[0]
             w.isr = (w.leader,)
+            w.elr = ()
             w.last_election_unclean = True
         else:
             w.leader = NO_LEADER
@@ -674,10 +678,11 @@ class ControllerMachine:
         restart of its last member would lose committed records; such a
         partition stays offline. Found by the simulator (``tests/sim``).
         """
-        members = [b for b in w.isr if b not in tried]
-        if w.status != OFFLINE or not members or len(members) != len(w.isr):
+        last_known = (*w.isr, *w.elr)
+        members = [b for b in last_known if b not in tried]
+        if w.status != OFFLINE or not members or len(members) != len(last_known):
             return None
-        if len(w.isr) < self.image.topics[w.topic].config.min_insync_replicas:
+        if len(last_known) < self.image.topics[w.topic].config.min_insync_replicas:
             return None
         if not all(batch.live(b) for b in members):
             return None
@@ -688,10 +693,34 @@ class ControllerMachine:
         return max(members, key=lambda b: (leos[b], -order[b]))
 
     def _listed_offline(self, broker_id: int) -> bool:
-        """Whether the broker is in the kept ISR of some offline partition."""
+        """Whether the broker is in the kept ISR or the ELR of some offline partition."""
         return any(
-            broker_id in p.isr and p.status == OFFLINE for p in self._partitions_of(broker_id)
+            (broker_id in p.isr or broker_id in p.elr) and p.status == OFFLINE
+            for p in self._partitions_of(broker_id)
         )
+
+    def _set_isr(self, w: PartitionMeta, isr: tuple[int, ...]) -> None:
+        """Change a working copy's ISR, keeping the ELR (KIP-966) in step.
+
+        Members removed while the new ISR is below ``min_insync_replicas`` join
+        the ELR: from then on the HW cannot advance (it needs min ISR
+        members), so they keep holding the whole committed log, and a later
+        recovery must wait for them too. Without it a whole-cluster crash
+        whose restarts each shrank the ISR by one (the fault suite's
+        ``kill-all``) left a last ISR too small to recover from, offline for
+        good. Members back in the ISR leave the ELR; an ISR at min ISR or
+        more empties it (the ISR alone names the complete replicas again).
+        """
+        min_isr = self.image.topics[w.topic].config.min_insync_replicas
+        removed = [r for r in w.isr if r not in isr]
+        elr = set(w.elr)
+        if len(isr) >= min_isr:
+            elr.clear()
+        else:
+            elr |= set(removed)
+        elr -= set(isr)
+        w.isr = isr
+        w.elr = tuple(r for r in w.replicas if r in elr)
 
     def _partitions_of(self, broker_id: int) -> list[PartitionMeta]:
         return [p for p in self.image.all_partitions() if broker_id in p.replicas]

@@ -59,6 +59,7 @@ class PartitionRecord(Record):
     partition_epoch: int
     status: str
     last_election_unclean: bool = False
+    elr: list[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,7 @@ class PartitionChangeRecord(Record):
     status: str | None = None
     last_election_unclean: bool | None = None
     partition_epoch: int | None = None
+    elr: list[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,10 +32,9 @@ KINDS = (
     "cut-raft",         # cut only the controller's raft UDP traffic, both ways, from both peers
     "kill-all",         # kill -9 every node at once (a whole-cluster crash; files survive), restart all
 )
-#: What a random schedule draws from. ``kill-all`` is left out while finding 1
-#: (``test_findings.py``) stands: it would end nearly every run with partitions
-#: offline for good. ``--kinds`` (or ``RunConfig.kinds``) can still ask for it.
-DEFAULT_KINDS = tuple(k for k in KINDS if k != "kill-all")
+#: What a random schedule draws from: every kind (``kill-all`` was left out while
+#: finding 1 in ``test_findings.py`` stood).
+DEFAULT_KINDS = KINDS
 ROLES = ("leader", "follower", "controller", "any")
 
 
