@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
+from starlette.requests import ClientDisconnect
 
 from app.api.deps import NodeDep
 from app.cluster.controller import NotController
@@ -100,7 +101,12 @@ async def metadata(
 async def replica_fetch(request: Request, node: NodeDep) -> Response:
     """A follower's long-poll fetch of every partition it follows on this broker."""
     try:
-        fetch = parse_replica_fetch(orjson.loads(await request.body()))
+        body = await request.body()
+    except ClientDisconnect:
+        # The follower gave up mid-request (it was paused, or timed out): nobody to answer.
+        return Response(status_code=499)
+    try:
+        fetch = parse_replica_fetch(orjson.loads(body))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise ApiError("INVALID_REQUEST", f"bad replica fetch: {e!r}") from None
     return Response(await serve_replica_fetch(node, fetch), media_type=CONTENT_TYPE)
