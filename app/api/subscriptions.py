@@ -22,8 +22,10 @@ from app.partition import now_ms
 from app.subscriptions.model import (
     STATE,
     SUBSCRIPTION,
+    SubscriptionPatch,
     SubscriptionSpec,
     new_id,
+    patched_spec,
     public_view,
     same_spec,
     spec_value,
@@ -164,6 +166,53 @@ async def _set_paused(node: Node, sid: str, paused: bool) -> Response:
                 raise ApiError("SUBSCRIPTION_NOT_FOUND", f"subscription {sid!r} does not exist",
                                status=404) from None
             raise
+        await node.subscriptions.reconcile()  # in effect here when the answer comes
+    return _json(_view(node, sid, _get(node, sid)))
+
+
+@router.patch(
+    "/{sid}", summary="Change a subscription's target or delivery settings (the cursor is kept)",
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": SubscriptionPatch.model_json_schema()}}}},
+)
+async def update_subscription(sid: str, request: Request, node: NodeDep) -> Response:
+    """Workers delivering it restart with the new settings from the committed cursor
+    (at-least-once: the batch in flight may be sent again, to the new target). On the
+    node that answers, the change is in effect when the answer comes; other brokers
+    apply it with their next metadata update."""
+    stored = _get(node, sid)
+    try:
+        doc = orjson.loads(await request.body())
+        if not isinstance(doc, dict):
+            raise ValueError("body must be a JSON object")
+        SubscriptionPatch.model_validate(doc)
+        spec = patched_spec(stored, doc)
+    except orjson.JSONDecodeError as e:
+        raise ApiError("INVALID_REQUEST", f"malformed JSON: {e}") from None
+    except ValidationError as e:
+        raise RequestValidationError(e.errors()) from None
+    except ValueError as e:
+        raise ApiError("INVALID_REQUEST", str(e)) from None
+    if spec.retry_backoff_max_ms < spec.retry_backoff_ms:
+        raise ApiError("INVALID_REQUEST", "retry_backoff_max_ms must be >= retry_backoff_ms")
+    if spec.url != stored.get("url"):
+        try:
+            await check_target(spec.url, node.subscriptions.policy)
+        except TargetRefused as e:
+            raise ApiError("TARGET_NOT_ALLOWED" if e.policy else "INVALID_TARGET", str(e), status=400) from None
+    kept: dict[str, Any] = {k: stored[k] for k in ("uid", "created_ms") if k in stored}
+    new = {**spec_value(spec, sid, str(stored["dead_letter_topic"])), **kept}
+    if new != stored:
+        try:
+            await node.controller_call("put_entities", {"entities": [
+                {"kind": SUBSCRIPTION, "name": sid, "value": new, "expect": "present"},
+            ]})
+        except ControllerError as e:
+            if e.code == "ENTITY_NOT_FOUND":
+                raise ApiError("SUBSCRIPTION_NOT_FOUND", f"subscription {sid!r} does not exist",
+                               status=404) from None
+            raise
+        await node.subscriptions.reconcile()
     return _json(_view(node, sid, _get(node, sid)))
 
 

@@ -73,6 +73,7 @@ class SubscriptionManager:
         self.running: dict[Key, Running] = {}
         self._dirty: dict[Key, PartitionState] = {}
         self._commit_lock = asyncio.Lock()
+        self._reconcile_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         node.metrics.registry.register(SubscriptionCollector(self))
 
@@ -116,6 +117,11 @@ class SubscriptionManager:
         return out
 
     async def reconcile(self) -> None:
+        """Start and stop workers to match the image; safe to call from a request too."""
+        async with self._reconcile_lock:
+            await self._reconcile()
+
+    async def _reconcile(self) -> None:
         want = self.wanted()
         stale = [
             k for k, run in self.running.items()

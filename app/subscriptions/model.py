@@ -98,6 +98,36 @@ class SubscriptionSpec(BaseModel):
         return v
 
 
+class SubscriptionPatch(BaseModel):
+    """``PATCH /v1/subscriptions/{id}``: the settings that may change in place.
+
+    The cursor (``uid``) is kept, so delivery resumes where it was with the new
+    settings. What a subscription *is* (id, topic, partitions, start, dead-letter
+    topic) does not change: delete and re-create with ``start`` set to the cursor
+    for that. ``secret: null`` removes the signing secret.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    url: str | None = Field(None, max_length=2048)
+    headers: dict[str, str] | None = None
+    secret: str | None = Field(None, min_length=16, max_length=256)
+    batch_size: int | None = None
+    max_batch_bytes: int | None = None
+    max_attempts: int | None = None
+    max_age_ms: int | None = None
+    retry_backoff_ms: int | None = None
+    retry_backoff_max_ms: int | None = None
+    timeout_ms: int | None = None
+    paused: bool | None = None
+
+
+def patched_spec(stored: dict[str, Any], patch: dict[str, Any]) -> SubscriptionSpec:
+    """The full spec after ``patch`` (only the keys the client sent), validated like a create."""
+    fields = set(SubscriptionSpec.model_fields)
+    current = {k: v for k, v in stored.items() if k in fields}
+    return SubscriptionSpec.model_validate({**current, **patch})
+
+
 def new_id() -> str:
     return "sub-" + secrets.token_hex(6)
 

@@ -317,3 +317,32 @@ def test_a_loopback_target_is_allowed_when_configured_and_checked_again_at_deliv
     assert "not a public unicast address" in st["last_error"] and st["state"] == "failing"
     assert rc.offsets(0) == [0], "the refused target was contacted"
     assert PUSH_ENV["TIDELOG_WEBHOOK_ALLOWED_NETWORKS"] == "127.0.0.0/8"
+
+
+def test_patch_moves_delivery_to_a_new_target_and_keeps_the_cursor(
+    shared_push_node: NodeProcess, receiver_factory: Callable[..., Receiver]
+) -> None:
+    old, new = receiver_factory(), receiver_factory(secret=SECRET)
+    _topic(shared_push_node, "moving")
+    create_subscription(shared_push_node.url, id="mv", topic="moving", url=old.url, start="earliest", batch_size=5)
+    produce(shared_push_node.url, "moving", list(range(10)), partition=0)
+    old.wait_offsets(0, 10)
+    wait_status(shared_push_node.url, "mv", lambda s: s["status"]["partitions"][0]["committed_cursor"] == 10,
+                what="cursor 10 committed")
+    r = httpx.patch(f"{shared_push_node.url}/v1/subscriptions/mv",
+                    json={"url": new.url, "secret": SECRET, "batch_size": 3, "headers": {"X-New": "1"}})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["url"] == new.url and body["batch_size"] == 3 and body["secret_set"] is True
+    produce(shared_push_node.url, "moving", list(range(10, 20)), partition=0)
+    wait_until(lambda: len(new.offsets(0)) >= 10, timeout_s=30, what="10 records at the new target")
+    assert new.offsets(0) == list(range(10, 20))  # from the cursor: nothing before it again
+    assert all(r.signature_ok and len(r.body["records"]) <= 3 and r.headers["x-new"] == "1"
+               for r in new.accepted())
+    assert old.offsets(0) == list(range(10))
+    # What a subscription is cannot change in place; a refused patch changes nothing.
+    for bad in ({"topic": "other"}, {"start": "latest"}, {"batch_size": 0}, {"url": "ftp://x"}, [1]):
+        assert httpx.patch(f"{shared_push_node.url}/v1/subscriptions/mv", json=bad).status_code == 400, bad
+    assert subscription(shared_push_node.url, "mv")["url"] == new.url
+    assert_problem(httpx.patch(f"{shared_push_node.url}/v1/subscriptions/nope", json={"batch_size": 2}), 404,
+                   "SUBSCRIPTION_NOT_FOUND")
