@@ -590,7 +590,14 @@ class ControllerMachine:
         live_isr = tuple(r for r in w.isr if batch.live(r))
         if clean:
             w.leader = clean[0]
-            self._set_isr(w, live_isr)
+            # An offline partition kept unclean restarts listed only as last-known members
+            # (register_broker); a clean leader ends that: they may lack committed records
+            # (a lossy shutdown), so they leave the ISR and are not eligible (Unclean
+            # Exclusion, seed 001 §6.5.1) until they catch up and rejoin. Found by the
+            # simulator's soak (seed 100506).
+            unclean = {r for r in live_isr if not batch.broker_clean(r)} if w.status == OFFLINE else set()
+            self._set_isr(w, tuple(r for r in live_isr if r not in unclean))
+            w.elr = tuple(r for r in w.elr if r not in unclean)
             w.last_election_unclean = False
         elif recovery is not None:
             # Every last-known complete replica restarted uncleanly: lead from the
