@@ -25,6 +25,7 @@ import app as app_package
 from app.api.deps import NodeDep
 from app.api.internal import require_secret
 from app.dashboard.aggregate import Key
+from app.dashboard.local import broker_state as local_broker_state
 from app.dashboard.service import PUSH_INTERVAL_MS, Dashboard
 from app.errors import ApiError
 from app.node import Node
@@ -125,11 +126,15 @@ async def _push(request: Request, dash: Dashboard, key: Key | None) -> AsyncIter
 
 # ---- internal ---------------------------------------------------------------------------
 @internal_router.get("/state")
-async def broker_state(dash: DashboardDep) -> Response:
+async def broker_state(dash: DashboardDep, topic: str | None = None) -> Response:
     """The live state of the partitions this broker leads (see ``app/dashboard/local.py``).
 
     Cached like the fan-out: however many nodes ask, it is built once per ``CACHE_TTL_MS``.
+    With ``topic``: that topic only, built now (a describe must see its own writes).
     """
+    if topic is not None:
+        return Response(orjson.dumps(local_broker_state(dash.node, dash.sampler, topic)),
+                        media_type="application/json")
     return Response(orjson.dumps(await dash.local_state()), media_type="application/json")
 
 

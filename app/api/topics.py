@@ -72,7 +72,7 @@ async def list_topics(node: NodeDep) -> Response:
 async def describe_topic(topic: str, node: NodeDep, dash: DashboardDep) -> Response:
     """Offsets and replica progress come from each partition's leader, whichever node answers."""
     t = node.topic(topic)
-    return _json(topic_view(node, t, remote=await dash.states.leader_reports(t.partitions)))
+    return _json(topic_view(node, t, remote=await dash.states.leader_reports(t.partitions, fresh_topic=topic)))
 
 
 @router.delete("/{topic}", status_code=204)
@@ -87,7 +87,7 @@ async def describe_partition(topic: str, partition: int, node: NodeDep, dash: Da
     if not 0 <= partition < len(t.partitions):
         raise ApiError("PARTITION_NOT_FOUND", f"no partition {partition} in {topic!r}")
     meta = t.partitions[partition]
-    remote = await dash.states.leader_reports([meta])
+    remote = await dash.states.leader_reports([meta], fresh_topic=topic)
     return _json(partition_state(node, meta, remote.get((topic, partition))))
 
 

@@ -95,8 +95,16 @@ class BrokerStates:
     def unfenced_brokers(self) -> list[int]:
         return [b.broker_id for b in self.node.image.brokers.values() if not b.fenced]
 
-    async def leader_reports(self, metas: Iterable[PartitionMeta]) -> dict[Key, dict[str, Any]]:
-        """The leader's own live report for each partition that another broker leads."""
+    async def leader_reports(
+        self, metas: Iterable[PartitionMeta], fresh_topic: str | None = None
+    ) -> dict[Key, dict[str, Any]]:
+        """The leader's own live report for each partition that another broker leads.
+
+        ``fresh_topic``: ask each leader now for that topic only, bypassing the
+        cache. The public describe routes do: a client that produced (acks=all)
+        and then describes must see an HW at least as high as its write (the
+        Spark source reads up to it); a dashboard may be 400 ms behind.
+        """
         node = self.node
         want: dict[int, list[PartitionMeta]] = {}
         for m in metas:
@@ -106,7 +114,12 @@ class BrokerStates:
             want.setdefault(m.leader, []).append(m)
         if not want:
             return {}
-        index = leader_index((await self.states(want)).values())
+        if fresh_topic is not None:
+            ids = sorted(want)
+            got = await asyncio.gather(*(self._get(b, STATE_PATH, {"topic": fresh_topic}) for b in ids))
+            index = leader_index(got)
+        else:
+            index = leader_index((await self.states(want)).values())
         return {
             (m.topic, m.partition): rep
             for ms in want.values() for m in ms

@@ -21,7 +21,7 @@ LEADER_FIELDS = ("leader_epoch", "partition_epoch", "isr", "lrs", "high_watermar
                  "log_start_offset", "replica_states")
 
 
-def broker_state(node: Node, sampler: HistorySampler) -> dict[str, Any]:
+def broker_state(node: Node, sampler: HistorySampler, topic: str | None = None) -> dict[str, Any]:
     """Live state of the partitions this broker leads, and its own replicas of the others.
 
     ``leaders``: ``[topic, partition, {leader_epoch, partition_epoch, isr (the
@@ -33,7 +33,10 @@ def broker_state(node: Node, sampler: HistorySampler) -> dict[str, Any]:
     leaders: list[list[Any]] = []
     replicas: list[list[Any]] = []
     me = node.settings.node_id
+    only = topic
     for (topic, p), r in list(node.partitions.items()):
+        if only is not None and topic != only:
+            continue
         ls = r.leader_state
         if ls is not None:
             full = partition_state(node, r.meta)

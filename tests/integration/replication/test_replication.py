@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
@@ -298,3 +299,19 @@ def test_a_follower_kill_shrinks_and_its_restart_expands_every_partition_isr(
     victim.start()
     eventually(lambda: (got := isrs()) and all(len(isr) == 3 for isr in got), timeout_s=60,
                what="node 2 back in every ISR")
+
+
+def test_describe_through_any_node_sees_an_acknowledged_write_at_once(cluster: ClusterProcesses) -> None:
+    """Read-your-writes for metadata: after an acks=all produce, a describe through a node that
+    does not lead the partition shows an HW past the write (clients like the Spark source read
+    up to it). A cached leader report would lag by its time to live."""
+    [state] = create_replicated(cluster, "ryw")
+    leader = state["leader"]
+    others = [n for n in cluster.nodes if n.node_id != leader]
+    for i in range(30):
+        via, ask = others[i % 2], others[(i + 1) % 2]
+        with Client(via.url) as c:
+            off = c.produce("ryw", [{"value": i}], partition=0)[0]["offset"]
+        for url in (ask.url, cluster.node(leader).url):
+            d = httpx.get(f"{url}/v1/topics/ryw", timeout=5).json()["partitions"][0]
+            assert d["high_watermark"] >= off + 1, (i, url, d["high_watermark"], off)
