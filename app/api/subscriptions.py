@@ -153,20 +153,24 @@ async def describe_subscription(sid: str, node: NodeDep) -> Response:
     return _json(_view(node, sid, _get(node, sid)))
 
 
+async def _replace(node: Node, sid: str, new: dict[str, Any]) -> None:
+    """Store a changed subscription (it must still exist), then apply it here before answering."""
+    try:
+        await node.controller_call("put_entities", {"entities": [
+            {"kind": SUBSCRIPTION, "name": sid, "value": new, "expect": "present"},
+        ]})
+    except ControllerError as e:
+        if e.code == "ENTITY_NOT_FOUND":
+            raise ApiError("SUBSCRIPTION_NOT_FOUND", f"subscription {sid!r} does not exist", status=404) from None
+        raise
+    await node.subscriptions.reconcile()  # in effect on this node when the answer comes
+
+
 async def _set_paused(node: Node, sid: str, paused: bool) -> Response:
     cfg = _get(node, sid)
     if bool(cfg.get("paused")) != paused:
         new = {**cfg, "paused": paused}
-        try:
-            await node.controller_call("put_entities", {"entities": [
-                {"kind": SUBSCRIPTION, "name": sid, "value": new, "expect": "present"},
-            ]})
-        except ControllerError as e:
-            if e.code == "ENTITY_NOT_FOUND":
-                raise ApiError("SUBSCRIPTION_NOT_FOUND", f"subscription {sid!r} does not exist",
-                               status=404) from None
-            raise
-        await node.subscriptions.reconcile()  # in effect here when the answer comes
+        await _replace(node, sid, new)
     return _json(_view(node, sid, _get(node, sid)))
 
 
@@ -203,16 +207,7 @@ async def update_subscription(sid: str, request: Request, node: NodeDep) -> Resp
     kept: dict[str, Any] = {k: stored[k] for k in ("uid", "created_ms") if k in stored}
     new = {**spec_value(spec, sid, str(stored["dead_letter_topic"])), **kept}
     if new != stored:
-        try:
-            await node.controller_call("put_entities", {"entities": [
-                {"kind": SUBSCRIPTION, "name": sid, "value": new, "expect": "present"},
-            ]})
-        except ControllerError as e:
-            if e.code == "ENTITY_NOT_FOUND":
-                raise ApiError("SUBSCRIPTION_NOT_FOUND", f"subscription {sid!r} does not exist",
-                               status=404) from None
-            raise
-        await node.subscriptions.reconcile()
+        await _replace(node, sid, new)
     return _json(_view(node, sid, _get(node, sid)))
 
 
